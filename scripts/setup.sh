@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything the demo and the tests need, from the package registries
+# only, and only what is missing: the SecantusDB upstream and the Python clients
+# in ./.venv, the Node driver in tests/node, and tshark/haproxy from Debian.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# Python: the upstream server and the Python clients.
+req=scripts/requirements.txt
+stamp=.venv/.installed
+if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
+  log "installing SecantusDB and Python clients into .venv"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r "$req"
+  cp "$req" "$stamp"
+fi
+
+# Node: the official driver for the Node smoke test.
+if command -v npm >/dev/null 2>&1 && [ ! -d tests/node/node_modules/mongodb ]; then
+  log "installing the Node mongodb driver"
+  (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null)
+fi
+
+# Debian: independent checkers and the benchmark baseline.
+missing=()
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${missing[*]} from Debian"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    log "not root: skipping ${missing[*]} (the tests that need them will say so)"
+  fi
+fi
+log "ready"

@@ -1,0 +1,300 @@
+//! Views over a decoded request and its reply: which command, on which namespace,
+//! in which session, and whether its contents are secret.
+
+use bson::{RawBsonRef, RawDocument};
+
+use crate::doc::Document;
+use crate::message::{Message, Op};
+use crate::op::msg::DocumentSequence;
+
+/// Commands whose requests and replies carry credentials or key material. Their
+/// bodies are never recorded, printed or shaped (WIRE-NOTES, "Authentication").
+const SENSITIVE: &[&str] = &[
+    "authenticate",
+    "saslstart",
+    "saslcontinue",
+    "getnonce",
+    "createuser",
+    "updateuser",
+    "copydbgetnonce",
+    "copydbsaslstart",
+    "copydb",
+];
+
+/// The handshake commands, current and legacy spellings.
+const HELLO: &[&str] = &["hello", "ismaster"];
+
+/// A command request: the first key of the body names it.
+#[derive(Debug, Clone)]
+pub struct Command<'m> {
+    /// The command name, as sent (`find`, `insert`, `isMaster`, ...).
+    pub name: &'m str,
+    /// The database: `$db` for OP_MSG, the `db.$cmd` prefix for OP_QUERY.
+    pub database: &'m str,
+    /// The command document.
+    pub body: &'m RawDocument,
+    /// OP_MSG document sequences (`documents`, `updates`, `deletes`, ...).
+    pub sequences: Vec<&'m DocumentSequence>,
+}
+
+impl<'m> Command<'m> {
+    /// The command a request message carries: any OP_MSG, or an OP_QUERY on `db.$cmd`
+    /// (unwrapping `$query`). `None` for replies, legacy CRUD opcodes and bodies whose
+    /// first element cannot be read.
+    pub fn from_message(m: &'m Message) -> Option<Command<'m>> {
+        match &m.op {
+            Op::Msg(msg) => {
+                let body = msg.body().raw();
+                let name = first_key(body)?;
+                let database = body.get_str("$db").unwrap_or("");
+                Some(Command { name, database, body, sequences: msg.sequences().collect() })
+            }
+            Op::Query(q) if q.collection() == "$cmd" => {
+                let mut body = q.query.raw();
+                if let Ok(inner) = body.get_document("$query").or_else(|_| body.get_document("query")) {
+                    body = inner;
+                }
+                let name = first_key(body)?;
+                Some(Command { name, database: q.database(), body, sequences: Vec::new() })
+            }
+            _ => None,
+        }
+    }
+
+    /// The collection the command targets: the string value of its first element
+    /// (`{find: "orders"}`), or `collection` for getMore. `None` for database-level
+    /// commands such as `{ping: 1}` or `{aggregate: 1}`.
+    pub fn collection(&self) -> Option<&'m str> {
+        if self.name == "getMore" {
+            return self.body.get_str("collection").ok();
+        }
+        match self.body.iter().next()?.ok()?.1 {
+            RawBsonRef::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `database.collection`, or just the database for database-level commands.
+    pub fn namespace(&self) -> String {
+        match self.collection() {
+            Some(c) => format!("{}.{c}", self.database),
+            None => self.database.to_owned(),
+        }
+    }
+
+    /// The logical session id document, when the driver sent one.
+    pub fn lsid(&self) -> Option<&'m RawDocument> {
+        self.body.get_document("lsid").ok()
+    }
+
+    /// Whether this is the handshake (`hello`, `isMaster`, `ismaster`).
+    pub fn is_hello(&self) -> bool {
+        HELLO.iter().any(|h| self.name.eq_ignore_ascii_case(h))
+    }
+
+    /// Whether the request and its reply must never be recorded or shown: auth and
+    /// user-management commands, and a hello carrying `speculativeAuthenticate`.
+    pub fn is_sensitive(&self) -> bool {
+        SENSITIVE.iter().any(|s| self.name.eq_ignore_ascii_case(s))
+            || (self.is_hello() && self.body.get("speculativeAuthenticate").ok().flatten().is_some())
+    }
+
+    /// The documents of a command argument, from the body's array or from the
+    /// document sequence of the same name (drivers use either).
+    pub fn documents(&self, identifier: &str) -> Vec<&'m RawDocument> {
+        let mut out: Vec<&'m RawDocument> = Vec::new();
+        if let Ok(arr) = self.body.get_array(identifier) {
+            out.extend(arr.into_iter().filter_map(|v| v.ok()?.as_document()));
+        }
+        for seq in self.sequences.iter().filter(|s| s.identifier == identifier) {
+            out.extend(seq.documents.iter().map(Document::raw));
+        }
+        out
+    }
+}
+
+fn first_key(doc: &RawDocument) -> Option<&str> {
+    doc.iter().next()?.ok().map(|(k, _)| k.as_str())
+}
+
+/// A command reply: the OP_MSG body, or the first OP_REPLY document.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandReply<'m> {
+    /// The reply document.
+    pub body: &'m RawDocument,
+}
+
+impl<'m> CommandReply<'m> {
+    /// The reply a message carries, if it is one.
+    pub fn from_message(m: &'m Message) -> Option<CommandReply<'m>> {
+        let body = match &m.op {
+            Op::Msg(msg) => msg.body().raw(),
+            Op::Reply(r) => r.documents.first()?.raw(),
+            _ => return None,
+        };
+        Some(CommandReply { body })
+    }
+
+    /// `ok` as a number is 1 (drivers send 1, 1.0 or true).
+    pub fn ok(&self) -> bool {
+        match self.body.get("ok") {
+            Ok(Some(RawBsonRef::Double(d))) => d == 1.0,
+            Ok(Some(RawBsonRef::Int32(i))) => i == 1,
+            Ok(Some(RawBsonRef::Int64(i))) => i == 1,
+            Ok(Some(RawBsonRef::Boolean(b))) => b,
+            _ => false,
+        }
+    }
+
+    /// The error code of a failed command, or of the first write error.
+    pub fn error_code(&self) -> Option<i32> {
+        if !self.ok() {
+            return Some(self.body.get_i32("code").unwrap_or(-1));
+        }
+        let first = self.body.get_array("writeErrors").ok()?.into_iter().next()?.ok()?;
+        Some(first.as_document()?.get_i32("code").unwrap_or(-1))
+    }
+
+    /// The `cursor` sub-document of find/aggregate/getMore/listX replies.
+    pub fn cursor(&self) -> Option<&'m RawDocument> {
+        self.body.get_document("cursor").ok()
+    }
+
+    /// The cursor id to continue with (0 when exhausted).
+    pub fn cursor_id(&self) -> Option<i64> {
+        self.cursor()?.get_i64("id").ok()
+    }
+
+    /// The documents of `firstBatch` or `nextBatch`.
+    pub fn batch(&self) -> Option<&'m bson::RawArray> {
+        let c = self.cursor()?;
+        c.get_array("firstBatch").or_else(|_| c.get_array("nextBatch")).ok()
+    }
+
+    /// `n` of write and count replies.
+    pub fn n(&self) -> Option<i64> {
+        match self.body.get("n").ok()?? {
+            RawBsonRef::Int32(i) => Some(i.into()),
+            RawBsonRef::Int64(i) => Some(i),
+            RawBsonRef::Double(d) => Some(d as i64),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Frame;
+    use crate::op::msg::{MsgFlags, OpMsg, Section};
+    use crate::op::query::OpQuery;
+    use crate::op::reply::OpReply;
+    use bson::doc;
+
+    fn msg(body: bson::Document) -> Message {
+        let bytes = OpMsg::new(Document::from_doc(&body)).encode(1, 0);
+        Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn op_msg_command_names_namespace_and_session() {
+        let m = msg(doc! {"find": "orders", "filter": {"a": 1}, "lsid": {"id": 7}, "$db": "shop"});
+        let c = Command::from_message(&m).unwrap();
+        assert_eq!(c.name, "find");
+        assert_eq!(c.database, "shop");
+        assert_eq!(c.collection(), Some("orders"));
+        assert_eq!(c.namespace(), "shop.orders");
+        assert_eq!(c.lsid().unwrap().get_i32("id").unwrap(), 7);
+        assert!(!c.is_sensitive());
+
+        let g = msg(doc! {"getMore": 5_i64, "collection": "orders", "$db": "shop"});
+        assert_eq!(Command::from_message(&g).unwrap().namespace(), "shop.orders");
+        let p = msg(doc! {"ping": 1, "$db": "admin"});
+        let c = Command::from_message(&p).unwrap();
+        assert_eq!((c.collection(), c.namespace().as_str()), (None, "admin"));
+    }
+
+    #[test]
+    fn op_query_handshake_is_a_command() {
+        let q = OpQuery {
+            flags: 0,
+            full_collection_name: "admin.$cmd".into(),
+            number_to_skip: 0,
+            number_to_return: -1,
+            query: Document::from_doc(
+                &doc! {"$query": {"isMaster": 1, "client": {"application": {"name": "a"}}}},
+            ),
+            return_fields_selector: None,
+        };
+        let m = Message::decode(&Frame::from_bytes(q.encode(1)).unwrap()).unwrap();
+        let c = Command::from_message(&m).unwrap();
+        assert_eq!(c.name, "isMaster");
+        assert!(c.is_hello());
+        assert_eq!(c.database, "admin");
+        let legacy_find = OpQuery { full_collection_name: "shop.orders".into(), ..q };
+        let m = Message::decode(&Frame::from_bytes(legacy_find.encode(1)).unwrap()).unwrap();
+        assert!(Command::from_message(&m).is_none());
+    }
+
+    #[test]
+    fn auth_and_speculative_hello_are_sensitive() {
+        for name in
+            ["saslStart", "saslContinue", "authenticate", "getnonce", "createUser", "updateUser", "copydb"]
+        {
+            let m = msg(doc! {name: 1, "$db": "admin"});
+            assert!(Command::from_message(&m).unwrap().is_sensitive(), "{name}");
+        }
+        let m = msg(doc! {"hello": 1, "speculativeAuthenticate": {"saslStart": 1}, "$db": "admin"});
+        assert!(Command::from_message(&m).unwrap().is_sensitive());
+        let m = msg(doc! {"hello": 1, "$db": "admin"});
+        assert!(!Command::from_message(&m).unwrap().is_sensitive());
+    }
+
+    #[test]
+    fn documents_come_from_body_arrays_and_sequences() {
+        let in_body = msg(doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "$db": "t"});
+        assert_eq!(Command::from_message(&in_body).unwrap().documents("documents").len(), 2);
+        let seq = OpMsg {
+            flags: MsgFlags::default(),
+            sections: vec![
+                Section::Body(Document::from_doc(&doc! {"update": "c", "$db": "t"})),
+                Section::Sequence(crate::op::msg::DocumentSequence {
+                    identifier: "updates".into(),
+                    documents: vec![Document::from_doc(&doc! {"q": {"a": 1}, "u": {"$set": {"b": 1}}})],
+                }),
+            ],
+            checksum: None,
+        };
+        let m = Message::decode(&Frame::from_bytes(seq.encode(1, 0)).unwrap()).unwrap();
+        let c = Command::from_message(&m).unwrap();
+        let ups = c.documents("updates");
+        assert_eq!(ups.len(), 1);
+        assert_eq!(ups[0].get_document("q").unwrap().get_i32("a").unwrap(), 1);
+        assert!(c.documents("deletes").is_empty());
+    }
+
+    #[test]
+    fn replies_expose_ok_errors_cursors_and_n() {
+        let r =
+            msg(doc! {"cursor": {"id": 42_i64, "ns": "t.c", "firstBatch": [{"a": 1}, {"a": 2}]}, "ok": 1.0});
+        let v = CommandReply::from_message(&r).unwrap();
+        assert!(v.ok());
+        assert_eq!(v.cursor_id(), Some(42));
+        assert_eq!(v.batch().unwrap().into_iter().count(), 2);
+        assert_eq!(v.error_code(), None);
+        let e = msg(doc! {"ok": 0.0, "errmsg": "x", "code": 26});
+        assert_eq!(CommandReply::from_message(&e).unwrap().error_code(), Some(26));
+        let w = msg(doc! {"n": 1, "writeErrors": [{"index": 0, "code": 11000}], "ok": 1});
+        let v = CommandReply::from_message(&w).unwrap();
+        assert_eq!((v.n(), v.error_code()), (Some(1), Some(11000)));
+        let legacy = OpReply {
+            response_flags: 0,
+            cursor_id: 0,
+            starting_from: 0,
+            number_returned: 1,
+            documents: vec![Document::from_doc(&doc! {"ismaster": true, "ok": true})],
+        };
+        let m = Message::decode(&Frame::from_bytes(legacy.encode(2, 1)).unwrap()).unwrap();
+        assert!(CommandReply::from_message(&m).unwrap().ok());
+    }
+}
