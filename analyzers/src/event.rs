@@ -1,0 +1,89 @@
+//! What the analysis is fed: tap events from the live proxy (and, later, from trace
+//! files and captures). Each carries the connection it belongs to and a timestamp.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mongotap_wire::{Frame, MsgHeader, WireError};
+
+/// A connection's identity within one run.
+pub type ConnId = u64;
+
+/// Microseconds since the Unix epoch, taken from a monotonic clock (see [`Clock`]).
+pub type Micros = u64;
+
+/// Which way a message went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Client to server: requests.
+    ToServer,
+    /// Server to client: replies.
+    ToClient,
+}
+
+/// One thing the tap saw.
+#[derive(Debug, Clone)]
+pub enum TapEvent {
+    /// A client connected and mongotap reached the upstream for it.
+    Opened { conn: ConnId, client: SocketAddr, at: Micros },
+    /// A whole message, as it was forwarded.
+    Message { conn: ConnId, dir: Direction, at: Micros, frame: Frame },
+    /// A message too large to keep for analysis; it was forwarded, not analysed.
+    TooLarge { conn: ConnId, dir: Direction, at: Micros, header: MsgHeader },
+    /// The stream could not be framed any more; analysis of this connection stops,
+    /// forwarding does not.
+    Unframeable { conn: ConnId, dir: Direction, at: Micros, error: WireError },
+    /// The connection ended.
+    Closed { conn: ConnId, at: Micros },
+}
+
+impl TapEvent {
+    /// The connection the event belongs to.
+    pub fn conn(&self) -> ConnId {
+        match self {
+            TapEvent::Opened { conn, .. }
+            | TapEvent::Message { conn, .. }
+            | TapEvent::TooLarge { conn, .. }
+            | TapEvent::Unframeable { conn, .. }
+            | TapEvent::Closed { conn, .. } => *conn,
+        }
+    }
+
+    /// When it happened.
+    pub fn at(&self) -> Micros {
+        match self {
+            TapEvent::Opened { at, .. }
+            | TapEvent::Message { at, .. }
+            | TapEvent::TooLarge { at, .. }
+            | TapEvent::Unframeable { at, .. }
+            | TapEvent::Closed { at, .. } => *at,
+        }
+    }
+}
+
+/// Wall-clock timestamps that never go backwards: the wall clock read once at
+/// start, advanced by a monotonic clock, so latencies are immune to clock steps.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+    start_wall: Micros,
+}
+
+impl Clock {
+    /// A clock anchored now.
+    pub fn new() -> Clock {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        Clock { start: Instant::now(), start_wall: wall.as_micros() as Micros }
+    }
+
+    /// The current time.
+    pub fn now(&self) -> Micros {
+        self.start_wall + self.start.elapsed().as_micros() as Micros
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}

@@ -1,0 +1,78 @@
+//! The operation event: one request paired with its reply, with everything the
+//! table and the detectors need. It holds the decoded request and reply (values
+//! included) only while the analyzers look at it; nothing keeps it afterwards.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use mongotap_wire::{Command, CommandReply, Compressor, Message};
+
+use crate::event::{ConnId, Micros};
+
+/// Who is on the other end of a connection, learned from the accept and the handshake.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// The connection's id in this run.
+    pub id: ConnId,
+    /// The client's address, when known.
+    pub client: Option<SocketAddr>,
+    /// `client.application.name` from the handshake.
+    pub app_name: Option<String>,
+    /// `client.driver.name` and `version` from the handshake.
+    pub driver: Option<String>,
+}
+
+/// One completed exchange: a request and its reply (or none, for `moreToCome` writes).
+#[derive(Debug, Clone)]
+pub struct Operation {
+    /// The connection it ran on.
+    pub conn: Arc<ConnInfo>,
+    /// The command name (`find`, `insert`, `getMore`, `hello`, ...).
+    pub command: String,
+    /// `db.collection`, or the database for database-level commands.
+    pub namespace: String,
+    /// The request. `None` when it is sensitive (auth): its contents are never kept.
+    pub request: Option<Message>,
+    /// The reply. `None` for `moreToCome` requests and sensitive commands.
+    pub reply: Option<Message>,
+    /// When the request was seen.
+    pub started_at: Micros,
+    /// Time from the request (or, in an exhaust stream, the previous reply) to the reply.
+    pub latency_us: Option<u64>,
+    /// The server waits on purpose (awaitable hello, awaitData getMore): keep the
+    /// latency out of the statistics.
+    pub awaited: bool,
+    /// This reply is the second or later of an exhaust stream.
+    pub streamed: bool,
+    /// Whether the request was sensitive and its bodies were dropped.
+    pub sensitive: bool,
+    /// Request size on the wire.
+    pub request_bytes: u64,
+    /// Reply size on the wire (0 without a reply).
+    pub reply_bytes: u64,
+    /// Documents returned: `firstBatch`/`nextBatch` length, or OP_REPLY's count.
+    pub docs_returned: u64,
+    /// The error code, when the command failed or a write failed.
+    pub error_code: Option<i32>,
+    /// The cursor to continue with, when the reply left one open.
+    pub cursor_id: Option<i64>,
+    /// The compressor, when the request came compressed.
+    pub compressor: Option<Compressor>,
+}
+
+impl Operation {
+    /// The request as a command view.
+    pub fn command_view(&self) -> Option<Command<'_>> {
+        Command::from_message(self.request.as_ref()?)
+    }
+
+    /// The reply as a command reply view.
+    pub fn reply_view(&self) -> Option<CommandReply<'_>> {
+        CommandReply::from_message(self.reply.as_ref()?)
+    }
+
+    /// Whether the operation failed.
+    pub fn failed(&self) -> bool {
+        self.error_code.is_some()
+    }
+}

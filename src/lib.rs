@@ -1,0 +1,17 @@
+//! # mongotap
+//!
+//! A transparent MongoDB wire-protocol proxy that builds the access-pattern table
+//! of the traffic it forwards.
+//!
+//! # Layout
+//! - [`proxy`]: the forwarding side: [`proxy::listener`] (accept, connection cap,
+//!   shutdown), [`proxy::session`] (one client and its upstream connection),
+//!   [`proxy::pump`] (one direction: read, forward, tap), [`proxy::tap`] (bounded,
+//!   drops and counts), [`proxy::upstream`] (connecting, outage logging).
+//! - [`analysis`]: the thread that drains the tap into the analyzers' pipeline.
+//!
+//! The codec is the `mongotap-wire` crate; everything learned from the traffic is in
+//! `mongotap-analyzers`.
+
+pub mod analysis;
+pub mod proxy;

@@ -1,0 +1,138 @@
+//! The forwarding side: a listener, one session per client, two pumps per session,
+//! and the tap. Nothing here parses more than a header or waits on analysis.
+
+pub mod listener;
+pub mod pump;
+pub mod session;
+pub mod tap;
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mongotap_analyzers::event::Clock;
+use mongotap_analyzers::exchange::Limits;
+use mongotap_analyzers::pipeline::Pipeline;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::analysis::Analysis;
+use tap::Tap;
+use upstream::Upstream;
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// Where clients connect.
+    pub listen: String,
+    /// Where mongotap connects for them (`host:port`).
+    pub upstream: String,
+    /// Client connections served at once; further ones wait in the accept backlog.
+    pub max_connections: usize,
+    /// A connection with no bytes either way for this long is closed. Keep it above
+    /// awaitable hello's 10 s and the application's longest awaitData wait.
+    pub idle_timeout: Duration,
+    /// How long to wait for the upstream to accept a connection.
+    pub connect_timeout: Duration,
+    /// On shutdown, how long in-flight connections may take to finish.
+    pub shutdown_grace: Duration,
+    /// Events the tap's channel holds before it drops.
+    pub tap_capacity: usize,
+    /// Messages larger than this are forwarded but not analysed.
+    pub max_analysed_message: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            listen: "127.0.0.1:27018".into(),
+            upstream: "127.0.0.1:27017".into(),
+            max_connections: 4096,
+            idle_timeout: Duration::from_secs(3600),
+            connect_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(5),
+            tap_capacity: 65_536,
+            max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
+        }
+    }
+}
+
+/// What every session shares.
+pub struct Shared {
+    /// The configuration.
+    pub config: ProxyConfig,
+    /// The upstream and its health.
+    pub upstream: Upstream,
+    /// The tap.
+    pub tap: Tap,
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections accepted so far (also the next connection id).
+    pub accepted: AtomicU64,
+}
+
+/// A running proxy.
+pub struct Proxy {
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    listener: Option<JoinHandle<()>>,
+    analysis: Analysis,
+}
+
+impl Proxy {
+    /// Binds the listener and starts serving and analysing.
+    pub async fn start(config: ProxyConfig) -> std::io::Result<Proxy> {
+        Proxy::start_with(config, Pipeline::new(Limits::default())).await
+    }
+
+    /// Like [`Proxy::start`], with a pipeline of the caller's.
+    pub async fn start_with(config: ProxyConfig, pipeline: Pipeline) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(&config.listen).await?;
+        let local_addr = listener.local_addr()?;
+        let clock = Clock::new();
+        let (tap, rx) = Tap::new(config.tap_capacity, clock);
+        let analysis = Analysis::spawn(rx, pipeline, clock);
+        let upstream = Upstream::new(config.upstream.clone(), config.connect_timeout);
+        let shared =
+            Arc::new(Shared { config, upstream, tap, open: AtomicU64::new(0), accepted: AtomicU64::new(0) });
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(listener::serve(listener, shared.clone(), stop_rx));
+        tracing::info!(listen = %local_addr, upstream = %shared.upstream.addr(), "proxying");
+        Ok(Proxy { local_addr, shared, stop, listener: Some(task), analysis })
+    }
+
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// What the sessions share (counters, the tap, the upstream).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The analysis thread.
+    pub fn analysis(&self) -> &Analysis {
+        &self.analysis
+    }
+
+    /// Stops accepting, lets open connections finish within the grace period, closes
+    /// the rest, then drains the analysis. Returns the pipeline for the final report.
+    pub async fn shutdown(mut self) -> Analysis {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.listener.take() {
+            let _ = t.await;
+        }
+        self.analysis.stop();
+        self.analysis
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> u64 {
+        self.shared.open.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,124 @@
+//! Shared helpers for the end-to-end tests: a real SecantusDB upstream on a free
+//! loopback port, and a mongotap proxy in front of it.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mongotap::proxy::{Proxy, ProxyConfig};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A free loopback port (free when asked; the caller binds it soon after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A SecantusDB server, stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Upstream {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+/// How to start the upstream.
+#[derive(Default, Clone)]
+pub struct UpstreamOptions {
+    /// Run as a one-member replica set (transactions need it).
+    pub replica_set: bool,
+    /// Require SCRAM-SHA-256.
+    pub auth: bool,
+    /// A storage directory instead of `:memory:` (users survive a restart).
+    pub storage: Option<PathBuf>,
+}
+
+impl Upstream {
+    /// A standalone in-memory server.
+    pub fn start() -> Upstream {
+        Upstream::start_with(UpstreamOptions::default())
+    }
+
+    /// A server as `opts` says. Panics with the setup command when SecantusDB is missing.
+    pub fn start_with(opts: UpstreamOptions) -> Upstream {
+        let bin = std::env::var_os("MONGOTAP_SECANTUSD")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join(".venv/bin/secantusd-py"));
+        assert!(bin.exists(), "{} is missing: run ./scripts/setup.sh first", bin.display());
+        for _attempt in 0..5 {
+            let port = free_port();
+            let log = std::env::temp_dir().join(format!("mongotap-secantus-{port}.log"));
+            let storage = opts.storage.as_deref().map(Path::to_path_buf).unwrap_or_else(|| ":memory:".into());
+            let mut cmd = Command::new(&bin);
+            cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--log-level", "WARNING"])
+                .arg("--storage-path")
+                .arg(&storage)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&log).unwrap())
+                .stderr(std::fs::File::create(&log).unwrap());
+            if !opts.replica_set {
+                cmd.arg("--standalone");
+            }
+            if opts.auth {
+                cmd.arg("--auth");
+            }
+            let mut child = cmd.spawn().expect("starting secantusd-py");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Upstream { child, port, log };
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break; // Lost the port race, or failed: try another port.
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("SecantusDB did not start; see the logs in {}", std::env::temp_dir().display());
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server and waits for it to exit.
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.child.try_wait().unwrap().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A proxy config listening on a free loopback port in front of `upstream`.
+pub fn proxy_config(upstream: &str) -> ProxyConfig {
+    ProxyConfig { listen: "127.0.0.1:0".into(), upstream: upstream.into(), ..ProxyConfig::default() }
+}
+
+/// Starts a proxy in front of `upstream`.
+pub async fn start_proxy(upstream: &str) -> Proxy {
+    Proxy::start(proxy_config(upstream)).await.unwrap()
+}
+
+/// A driver URI for the proxy.
+pub fn uri(addr: SocketAddr, app: &str) -> String {
+    format!("mongodb://{addr}/?directConnection=true&appName={app}&serverSelectionTimeoutMS=5000")
+}
