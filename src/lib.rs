@@ -9,9 +9,11 @@
 //!   [`proxy::pump`] (one direction: read, forward, tap), [`proxy::tap`] (bounded,
 //!   drops and counts), [`proxy::upstream`] (connecting, outage logging).
 //! - [`analysis`]: the thread that drains the tap into the analyzers' pipeline.
+//! - [`output`]: writing reports atomically, and the end-of-run summary.
 //!
 //! The codec is the `mongotap-wire` crate; everything learned from the traffic is in
 //! `mongotap-analyzers`.
 
 pub mod analysis;
+pub mod output;
 pub mod proxy;

@@ -1,1 +1,112 @@
-fn main() {}
+//! The `mongotap` command. See `mongotap --help`.
+
+mod cli;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use cli::{Cli, Commands, ProxyArgs, ReportArgs};
+use mongotap::output::{summary, Outputs};
+use mongotap::proxy::Proxy;
+use mongotap_analyzers::exchange::Limits;
+use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_analyzers::report::{json, Report, RunFacts};
+use mongotap_analyzers::table::TableLimits;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "mongotap=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Commands::Proxy(args) => run_proxy(args),
+        Commands::Report(args) => run_report(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mongotap: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn outputs(o: &cli::ReportOutputs) -> Outputs {
+    Outputs { json: o.report_json.clone(), markdown: o.report_md.clone() }
+}
+
+fn run_proxy(args: ProxyArgs) -> Result<(), String> {
+    let config = args.config()?;
+    let outs = outputs(&args.outputs);
+    let pipeline = Pipeline::new(
+        Limits::default(),
+        TableLimits { max_shapes: args.max_shapes.max(1), ..TableLimits::default() },
+    );
+    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
+    rt.block_on(async move {
+        let proxy = Proxy::start_with(config.clone(), pipeline)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let mut every = tokio::time::interval(Duration::from_secs(args.report_interval.max(1)));
+        every.tick().await;
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = every.tick() => {
+                    if outs.any() {
+                        if let Err(e) = outs.write(&report(&proxy)) {
+                            tracing::error!("writing the report failed: {e}");
+                        }
+                    }
+                }
+            }
+        }
+        tracing::info!("shutting down");
+        let dropped = proxy.shared().tap.dropped();
+        let analysis = proxy.shutdown().await;
+        let p = analysis.pipeline().lock().unwrap_or_else(|e| e.into_inner());
+        let r = Report::build(&p, RunFacts { events_dropped: dropped });
+        outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
+        eprint!("{}", summary(&r));
+        Ok(())
+    })
+}
+
+fn report(proxy: &Proxy) -> Report {
+    let p = proxy.analysis().pipeline().lock().unwrap_or_else(|e| e.into_inner());
+    Report::build(&p, RunFacts { events_dropped: proxy.shared().tap.dropped() })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn run_report(args: ReportArgs) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(&args.input).map_err(|e| format!("reading {}: {e}", args.input.display()))?;
+    let r = json::parse(&text)
+        .map_err(|e| format!("{} is not a mongotap JSON report: {e}", args.input.display()))?;
+    let outs = outputs(&args.outputs);
+    if !outs.any() {
+        print!("{}", mongotap_analyzers::report::markdown::render(&r));
+        return Ok(());
+    }
+    outs.write(&r).map_err(|e| format!("writing the report: {e}"))
+}

@@ -9,8 +9,11 @@
 //! - [`exchange`]: pairing requests with replies ([`exchange::Correlator`]).
 //! - [`operation`]: the operation event every analyzer consumes.
 
+pub mod command_shape;
 pub mod event;
 pub mod exchange;
 pub mod operation;
 pub mod pipeline;
+pub mod report;
 pub mod shape;
+pub mod table;

@@ -5,10 +5,12 @@
 use crate::event::{Micros, TapEvent};
 use crate::exchange::{Correlator, ExchangeStats, Limits};
 use crate::operation::Operation;
+use crate::table::{AccessTable, TableLimits};
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
     correlator: Correlator,
+    table: AccessTable,
     events: u64,
     operations: u64,
     first_at: Option<Micros>,
@@ -17,8 +19,15 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// A pipeline with the given correlator bounds.
-    pub fn new(limits: Limits) -> Pipeline {
-        Pipeline { correlator: Correlator::new(limits), events: 0, operations: 0, first_at: None, last_at: 0 }
+    pub fn new(limits: Limits, table: TableLimits) -> Pipeline {
+        Pipeline {
+            correlator: Correlator::new(limits),
+            table: AccessTable::new(table),
+            events: 0,
+            operations: 0,
+            first_at: None,
+            last_at: 0,
+        }
     }
 
     /// Feeds one event.
@@ -28,7 +37,11 @@ impl Pipeline {
         self.first_at.get_or_insert(at);
         self.last_at = self.last_at.max(at);
         let ops = &mut self.operations;
-        self.correlator.on_event(ev, &mut |_op: Operation| *ops += 1);
+        let table = &mut self.table;
+        self.correlator.on_event(ev, &mut |op: Operation| {
+            *ops += 1;
+            table.record(&op);
+        });
     }
 
     /// Forgets what has waited too long (see [`Correlator::expire`]).
@@ -46,6 +59,11 @@ impl Pipeline {
         self.operations
     }
 
+    /// The access-pattern table.
+    pub fn table(&self) -> &AccessTable {
+        &self.table
+    }
+
     /// The correlator's counters.
     pub fn exchange_stats(&self) -> &ExchangeStats {
         self.correlator.stats()
@@ -54,5 +72,11 @@ impl Pipeline {
     /// The time span of the events seen: first and last timestamps.
     pub fn window(&self) -> Option<(Micros, Micros)> {
         self.first_at.map(|f| (f, self.last_at))
+    }
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline::new(Limits::default(), TableLimits::default())
     }
 }

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongotap_analyzers::event::Clock;
-use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -86,7 +85,7 @@ pub struct Proxy {
 impl Proxy {
     /// Binds the listener and starts serving and analysing.
     pub async fn start(config: ProxyConfig) -> std::io::Result<Proxy> {
-        Proxy::start_with(config, Pipeline::new(Limits::default())).await
+        Proxy::start_with(config, Pipeline::default()).await
     }
 
     /// Like [`Proxy::start`], with a pipeline of the caller's.

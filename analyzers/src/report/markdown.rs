@@ -1,0 +1,187 @@
+//! The Markdown report: the access-pattern table the design literature asks teams
+//! to write by hand (Operation, Frequency, Data needed), with latency and volume,
+//! then the findings, the read/write mix per collection, and the traffic notes.
+
+use std::fmt::Write;
+
+use super::{AccessPattern, Report};
+
+/// Renders the report as Markdown.
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let t = &r.totals;
+    let _ = writeln!(s, "# mongotap report\n");
+    let _ = writeln!(
+        s,
+        "{} operations on {} connections over {:.1} s ({} to {}). {} events dropped, {} parse errors.\n",
+        t.operations,
+        t.connections,
+        r.window.seconds,
+        r.window.start,
+        r.window.end,
+        t.events_dropped,
+        t.parse_errors
+    );
+
+    let (data, other): (Vec<&AccessPattern>, Vec<&AccessPattern>) =
+        r.access_patterns.iter().partition(|p| p.category == "read" || p.category == "write");
+    let _ = writeln!(s, "## Access patterns\n");
+    if data.is_empty() {
+        let _ = writeln!(s, "No reads or writes were seen.\n");
+    } else {
+        table(&mut s, &data);
+    }
+
+    let _ = writeln!(s, "## Findings\n");
+    if r.findings.is_empty() {
+        let _ = writeln!(s, "No findings.\n");
+    }
+    for (i, f) in r.findings.iter().enumerate() {
+        let _ = writeln!(s, "### {}. `{}` on `{}` ({})\n", i + 1, f.kind, f.namespace, f.severity);
+        let _ = writeln!(s, "{}\n", f.recommendation);
+        let _ = writeln!(s, "Evidence: `{}`\n", f.evidence);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(s, "```js\n{fix}\n```\n");
+        }
+    }
+
+    if !r.collections.is_empty() {
+        let _ = writeln!(s, "## Read/write mix per collection\n");
+        let _ = writeln!(s, "| Namespace | Reads | Writes | Other commands | Read share |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+        for c in &r.collections {
+            let rw = c.reads + c.writes;
+            let share =
+                if rw == 0 { "-".to_string() } else { format!("{:.0}%", 100.0 * c.reads as f64 / rw as f64) };
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} | {} |",
+                cell(&c.namespace),
+                c.reads,
+                c.writes,
+                c.other,
+                share
+            );
+        }
+        let _ = writeln!(s);
+    }
+
+    if !r.apps.is_empty() {
+        let _ = writeln!(s, "## Applications\n");
+        let _ = writeln!(s, "| App | Operations | Namespaces |");
+        let _ = writeln!(s, "|---|---:|---|");
+        for a in &r.apps {
+            let _ =
+                writeln!(s, "| {} | {} | {} |", cell(&a.app), a.operations, cell(&a.namespaces.join(", ")));
+        }
+        let _ = writeln!(s);
+    }
+
+    if !other.is_empty() {
+        let _ = writeln!(s, "## Other commands\n");
+        let _ = writeln!(s, "| Command | Namespace | Count | p50 ms | p99 ms | Errors |");
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+        for p in other {
+            let (p50, p99) =
+                p.latency_ms.as_ref().map_or(("-".into(), "-".into()), |l| (ms(l.p50), ms(l.p99)));
+            let _ = writeln!(
+                s,
+                "| {} | `{}` | {} | {p50} | {p99} | {} |",
+                p.command,
+                cell(&p.namespace),
+                p.count,
+                p.errors
+            );
+        }
+        let _ = writeln!(s);
+    }
+
+    let tr = &r.traffic;
+    let _ = writeln!(s, "## Traffic notes\n");
+    let _ = writeln!(
+        s,
+        "- Requests {}, replies {}; unpaired replies {}, requests left unanswered {}.",
+        t.requests, t.replies, tr.unpaired_replies, tr.unanswered
+    );
+    if !tr.compressed_messages.is_empty() {
+        let _ = writeln!(s, "- Compressed messages: {}.", kv(&tr.compressed_messages));
+    }
+    if !tr.legacy_messages.is_empty() {
+        let _ = writeln!(s, "- Legacy opcodes (counted, not analysed): {}.", kv(&tr.legacy_messages));
+    }
+    if tr.too_large > 0 {
+        let _ = writeln!(s, "- {} messages were too large to analyse (forwarded as usual).", tr.too_large);
+    }
+    if tr.other_shapes > 0 {
+        let _ = writeln!(
+            s,
+            "- {} operations had shapes beyond the table's cap (the \"other shapes\" row).",
+            tr.other_shapes
+        );
+    }
+    if let Some(e) = &tr.last_parse_error {
+        let _ = writeln!(s, "- Last parse error: {}.", cell(e));
+    }
+    s
+}
+
+fn table(s: &mut String, rows: &[&AccessPattern]) {
+    let _ = writeln!(s, "| # | Operation | Shape | Frequency | Data needed | p50 / p95 / p99 ms | Docs returned (mean) | Errors | Apps |");
+    let _ = writeln!(s, "|---:|---|---|---|---|---|---:|---:|---|");
+    for (i, p) in rows.iter().enumerate() {
+        let lat = p
+            .latency_ms
+            .as_ref()
+            .map_or("-".to_string(), |l| format!("{} / {} / {}", ms(l.p50), ms(l.p95), ms(l.p99)));
+        let data = if p.fields_read.is_empty() { "-".to_string() } else { p.fields_read.join(", ") };
+        let statements =
+            if p.statements > p.count { format!(" ({} statements)", p.statements) } else { String::new() };
+        let _ = writeln!(
+            s,
+            "| {} | {} `{}` | `{}` | {} ({:.1}%, {:.2}/s){} | {} | {} | {:.1} | {} | {} |",
+            i + 1,
+            p.command,
+            cell(&p.namespace),
+            cell(&compact(&p.shape, 160)),
+            p.count,
+            p.share * 100.0,
+            p.rate_per_s,
+            statements,
+            cell(&data),
+            lat,
+            p.docs_returned.mean,
+            p.errors,
+            cell(&p.apps.join(", ")),
+        );
+    }
+    let _ = writeln!(s);
+}
+
+fn ms(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn kv(m: &std::collections::BTreeMap<String, u64>) -> String {
+    m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A shape as short JSON, cut at `max` characters.
+pub fn compact(v: &serde_json::Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= max {
+        return s;
+    }
+    let cut: String = s.chars().take(max).collect();
+    format!("{cut}…")
+}
+
+/// Escapes what would break a table cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}

@@ -1,0 +1,297 @@
+//! The report: what the run saw, as one serialisable value that every format
+//! renders. The JSON form is a contract (`REPORT-CONTRACT.md`, schema 1) that CI
+//! gates and dashboards read; Markdown is for pull requests and wikis.
+
+pub mod json;
+pub mod markdown;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::command_shape::Category;
+use crate::pipeline::Pipeline;
+
+/// The contract's schema version.
+pub const SCHEMA: u32 = 1;
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: u32,
+    pub tool: Tool,
+    pub window: Window,
+    pub totals: Totals,
+    pub access_patterns: Vec<AccessPattern>,
+    pub findings: Vec<Finding>,
+    /// Read/write mix per collection.
+    #[serde(default)]
+    pub collections: Vec<CollectionMix>,
+    /// Operations per application.
+    #[serde(default)]
+    pub apps: Vec<AppMix>,
+    /// Operations per second over the run: (unix second, count).
+    #[serde(default)]
+    pub timeline: Vec<(u64, u64)>,
+    /// What the codec and the correlator counted besides operations.
+    #[serde(default)]
+    pub traffic: Traffic,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Window {
+    pub start: String,
+    pub end: String,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    pub connections: u64,
+    pub requests: u64,
+    pub replies: u64,
+    pub events_dropped: u64,
+    pub parse_errors: u64,
+    #[serde(default)]
+    pub operations: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Amount {
+    pub total: u64,
+    pub mean: f64,
+}
+
+/// One row of the access-pattern table.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AccessPattern {
+    pub namespace: String,
+    pub command: String,
+    pub shape: Value,
+    pub shape_id: String,
+    pub count: u64,
+    pub share: f64,
+    pub rate_per_s: f64,
+    /// `None` when every operation was awaited or unanswered (w:0).
+    pub latency_ms: Option<Latency>,
+    pub docs_returned: Amount,
+    pub request_bytes: Amount,
+    pub reply_bytes: Amount,
+    pub errors: u64,
+    pub apps: Vec<String>,
+    pub fields_read: Vec<String>,
+    #[serde(default)]
+    pub category: String,
+    #[serde(default)]
+    pub statements: u64,
+    #[serde(default)]
+    pub errors_by_code: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor_of: Option<String>,
+    #[serde(default)]
+    pub first_seen: String,
+    #[serde(default)]
+    pub last_seen: String,
+}
+
+/// A finding: a smell with its evidence and its fix (the detectors fill these).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    pub kind: String,
+    pub severity: String,
+    pub namespace: String,
+    pub shape_ids: Vec<String>,
+    pub evidence: Value,
+    pub recommendation: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// Kind-specific fields (`index`, `child_namespace`, `link`, `field`, ...).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CollectionMix {
+    pub namespace: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub other: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AppMix {
+    pub app: String,
+    pub operations: u64,
+    pub namespaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Traffic {
+    pub legacy_messages: BTreeMap<String, u64>,
+    pub compressed_messages: BTreeMap<String, u64>,
+    pub too_large: u64,
+    pub unpaired_replies: u64,
+    pub unanswered: u64,
+    pub other_shapes: u64,
+    pub last_parse_error: Option<String>,
+}
+
+/// Run-level facts the pipeline cannot know (they live on the forwarding side).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunFacts {
+    /// Events the tap dropped.
+    pub events_dropped: u64,
+}
+
+impl Report {
+    /// Builds the report from the pipeline's state.
+    pub fn build(p: &Pipeline, facts: RunFacts) -> Report {
+        let table = p.table();
+        let stats = p.exchange_stats();
+        let (start, end) = p.window().unwrap_or((0, 0));
+        let seconds = (end.saturating_sub(start)) as f64 / 1e6;
+        let total_ops = table.operations().max(1) as f64;
+        let mut collections: BTreeMap<String, CollectionMix> = BTreeMap::new();
+        let mut apps: BTreeMap<String, (u64, std::collections::BTreeSet<String>)> = BTreeMap::new();
+        let access_patterns = table
+            .rows()
+            .into_iter()
+            .map(|r| {
+                let mix = collections.entry(r.namespace.clone()).or_insert_with(|| CollectionMix {
+                    namespace: r.namespace.clone(),
+                    reads: 0,
+                    writes: 0,
+                    other: 0,
+                });
+                match r.category {
+                    Category::Read => mix.reads += r.count,
+                    Category::Write => mix.writes += r.count,
+                    Category::Command => mix.other += r.count,
+                }
+                for (app, n) in &r.apps {
+                    let e = apps.entry(app.clone()).or_default();
+                    e.0 += n;
+                    e.1.insert(r.namespace.clone());
+                }
+                let mean =
+                    |total: u64| if r.count == 0 { 0.0 } else { round(total as f64 / r.count as f64, 1) };
+                let span = r.last_seen.saturating_sub(r.first_seen) as f64 / 1e6;
+                AccessPattern {
+                    namespace: r.namespace.clone(),
+                    command: r.command.clone(),
+                    shape: r.shape.clone(),
+                    shape_id: r.shape_id.clone(),
+                    count: r.count,
+                    share: round(r.count as f64 / total_ops, 4),
+                    rate_per_s: round(r.count as f64 / seconds.max(span).max(1.0), 3),
+                    latency_ms: r.latency_ms(0.5).map(|p50| Latency {
+                        p50,
+                        p95: r.latency_ms(0.95).unwrap_or(p50),
+                        p99: r.latency_ms(0.99).unwrap_or(p50),
+                        max: r.latency_us.max() as f64 / 1000.0,
+                    }),
+                    docs_returned: Amount { total: r.docs_returned, mean: mean(r.docs_returned) },
+                    request_bytes: Amount { total: r.request_bytes, mean: mean(r.request_bytes) },
+                    reply_bytes: Amount { total: r.reply_bytes, mean: mean(r.reply_bytes) },
+                    errors: r.error_count(),
+                    apps: r.apps.keys().cloned().collect(),
+                    fields_read: r.fields_read.iter().cloned().collect(),
+                    category: format!("{:?}", r.category).to_lowercase(),
+                    statements: r.statements,
+                    errors_by_code: r.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                    cursor_of: r.cursor_of.clone(),
+                    first_seen: rfc3339(r.first_seen),
+                    last_seen: rfc3339(r.last_seen),
+                }
+            })
+            .collect();
+        let mut apps: Vec<AppMix> = apps
+            .into_iter()
+            .map(|(app, (operations, ns))| AppMix { app, operations, namespaces: ns.into_iter().collect() })
+            .collect();
+        apps.sort_by(|a, b| b.operations.cmp(&a.operations).then_with(|| a.app.cmp(&b.app)));
+        let mut collections: Vec<CollectionMix> = collections.into_values().collect();
+        collections.sort_by(|a, b| {
+            (b.reads + b.writes).cmp(&(a.reads + a.writes)).then_with(|| a.namespace.cmp(&b.namespace))
+        });
+        Report {
+            schema: SCHEMA,
+            tool: Tool { name: "mongotap".into(), version: env!("CARGO_PKG_VERSION").into() },
+            window: Window { start: rfc3339(start), end: rfc3339(end), seconds: round(seconds, 3) },
+            totals: Totals {
+                connections: stats.connections,
+                requests: stats.requests,
+                replies: stats.replies,
+                events_dropped: facts.events_dropped,
+                parse_errors: stats.parse_errors,
+                operations: table.operations(),
+            },
+            access_patterns,
+            findings: Vec::new(),
+            collections,
+            apps,
+            timeline: table.timeline().collect(),
+            traffic: Traffic {
+                legacy_messages: stats.legacy_messages.clone(),
+                compressed_messages: stats.compressed_messages.clone(),
+                too_large: stats.too_large,
+                unpaired_replies: stats.unpaired_replies,
+                unanswered: stats.unanswered,
+                other_shapes: table.other_shapes(),
+                last_parse_error: stats.last_parse_error.clone(),
+            },
+        }
+    }
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+/// Microseconds since the epoch as RFC 3339 UTC with millisecond precision.
+pub fn rfc3339(us: u64) -> String {
+    let secs = (us / 1_000_000) as i64;
+    let millis = (us % 1_000_000) / 1000;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_796_212_800_123_456), "2026-12-02T12:40:00.123Z");
+        assert_eq!(rfc3339(951_782_400_000_000), "2000-02-29T00:00:00.000Z");
+    }
+}

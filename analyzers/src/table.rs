@@ -1,0 +1,437 @@
+//! The access-pattern frequency table: one row per namespace x command x shape.
+//!
+//! Memory is bounded: the number of rows is capped (operations of shapes beyond the
+//! cap are counted in one "other shapes" row), per-row sets are capped, and the
+//! cursor map that attributes getMores to their shape is capped. Nothing grows
+//! with the number of operations.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use bson::RawBsonRef;
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+
+use crate::command_shape::{self, Category};
+use crate::event::Micros;
+use crate::operation::Operation;
+use crate::shape::{fingerprint, projection};
+
+/// Bounds on the table.
+#[derive(Debug, Clone, Copy)]
+pub struct TableLimits {
+    /// Distinct rows kept; further shapes go to the "other shapes" row.
+    pub max_shapes: usize,
+    /// Open cursors remembered for getMore attribution.
+    pub max_cursors: usize,
+    /// Apps and fields remembered per row.
+    pub max_names: usize,
+    /// Seconds of op-rate timeline kept.
+    pub timeline_seconds: usize,
+}
+
+impl Default for TableLimits {
+    fn default() -> Self {
+        TableLimits { max_shapes: 10_000, max_cursors: 100_000, max_names: 32, timeline_seconds: 3600 }
+    }
+}
+
+/// The shape id of the overflow row.
+pub const OTHER_SHAPES: &str = "other-shapes";
+
+/// One row of the table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// `db.collection`.
+    pub namespace: String,
+    /// The command.
+    pub command: String,
+    /// Read, write or other.
+    pub category: Category,
+    /// The normalised shape.
+    pub shape: Value,
+    /// Stable fingerprint of namespace + command + shape.
+    pub shape_id: String,
+    /// For getMore rows: the row of the command that opened the cursor.
+    pub cursor_of: Option<String>,
+    /// Operations.
+    pub count: u64,
+    /// Statements (updates, deletes) or documents (inserts) across those operations.
+    pub statements: u64,
+    /// Latency in microseconds (awaited waits excluded).
+    pub latency_us: Histogram<u32>,
+    /// Operations left out of latency because the server waited on purpose.
+    pub awaited: u64,
+    /// Documents returned.
+    pub docs_returned: u64,
+    /// Request bytes on the wire.
+    pub request_bytes: u64,
+    /// Reply bytes on the wire.
+    pub reply_bytes: u64,
+    /// Errors by code.
+    pub errors: BTreeMap<i32, u64>,
+    /// Operations by application name.
+    pub apps: BTreeMap<String, u64>,
+    /// Fields the application reads: projected, or present in returned documents.
+    pub fields_read: BTreeSet<String>,
+    /// First time seen.
+    pub first_seen: Micros,
+    /// Last time seen.
+    pub last_seen: Micros,
+}
+
+impl Row {
+    fn new(
+        namespace: String,
+        command: String,
+        category: Category,
+        shape: Value,
+        shape_id: String,
+        at: Micros,
+    ) -> Row {
+        Row {
+            namespace,
+            command,
+            category,
+            shape,
+            shape_id,
+            cursor_of: None,
+            count: 0,
+            statements: 0,
+            latency_us: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+            awaited: 0,
+            docs_returned: 0,
+            request_bytes: 0,
+            reply_bytes: 0,
+            errors: BTreeMap::new(),
+            apps: BTreeMap::new(),
+            fields_read: BTreeSet::new(),
+            first_seen: at,
+            last_seen: at,
+        }
+    }
+
+    /// Errors of all codes.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// A latency percentile in milliseconds, if any latency was recorded.
+    pub fn latency_ms(&self, q: f64) -> Option<f64> {
+        (!self.latency_us.is_empty()).then(|| self.latency_us.value_at_quantile(q) as f64 / 1000.0)
+    }
+}
+
+struct CursorOrigin {
+    shape_id: String,
+    shape: Value,
+    command: String,
+}
+
+/// The table.
+pub struct AccessTable {
+    rows: HashMap<String, Row>,
+    cursors: HashMap<(String, i64), CursorOrigin>,
+    limits: TableLimits,
+    operations: u64,
+    other_shapes: u64,
+    timeline: BTreeMap<u64, u64>,
+}
+
+impl Default for AccessTable {
+    fn default() -> Self {
+        AccessTable::new(TableLimits::default())
+    }
+}
+
+impl AccessTable {
+    /// An empty table with the given bounds.
+    pub fn new(limits: TableLimits) -> AccessTable {
+        AccessTable {
+            rows: HashMap::new(),
+            cursors: HashMap::new(),
+            limits,
+            operations: 0,
+            other_shapes: 0,
+            timeline: BTreeMap::new(),
+        }
+    }
+
+    /// Operations recorded.
+    pub fn operations(&self) -> u64 {
+        self.operations
+    }
+
+    /// Operations whose shape did not fit under the cap.
+    pub fn other_shapes(&self) -> u64 {
+        self.other_shapes
+    }
+
+    /// The rows, most frequent first (ties by shape id, for a stable order).
+    pub fn rows(&self) -> Vec<&Row> {
+        let mut v: Vec<&Row> = self.rows.values().collect();
+        v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.shape_id.cmp(&b.shape_id)));
+        v
+    }
+
+    /// Operations per second of the run, as (unix second, count).
+    pub fn timeline(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.timeline.iter().map(|(s, n)| (*s, *n))
+    }
+
+    /// Records one operation.
+    pub fn record(&mut self, op: &Operation) {
+        self.operations += 1;
+        let second = op.started_at / 1_000_000;
+        *self.timeline.entry(second).or_default() += 1;
+        while self.timeline.len() > self.limits.timeline_seconds {
+            self.timeline.pop_first();
+        }
+        let view = if op.sensitive { None } else { op.command_view() };
+        let Some(cmd) = view else {
+            // Auth commands and legacy queries: counted by name, never shaped.
+            self.add(op, &op.namespace, Category::Command, json!({}), None, 1);
+            return;
+        };
+        let category = command_shape::category(&cmd);
+        if cmd.name == "getMore" {
+            let id = match cmd.body.get("getMore") {
+                Ok(Some(RawBsonRef::Int64(i))) => i,
+                Ok(Some(RawBsonRef::Int32(i))) => i.into(),
+                _ => 0,
+            };
+            let key = (op.namespace.clone(), id);
+            let origin = if op.cursor_id.is_none() { self.cursors.remove(&key) } else { None };
+            let (shape, cursor_of) = match origin.as_ref().or_else(|| self.cursors.get(&key)) {
+                Some(o) => (json!({"cursorOf": o.command, "shape": o.shape}), Some(o.shape_id.clone())),
+                None => (json!({"cursorOf": "unknown"}), None),
+            };
+            self.add(op, &op.namespace, category, shape, cursor_of, 1);
+            return;
+        }
+        let shapes = command_shape::shapes(&cmd);
+        let mut first_id = None;
+        for s in shapes {
+            let ns = s.namespace.as_deref().unwrap_or(&op.namespace).to_owned();
+            let id = self.add(op, &ns, category, s.shape.clone(), None, s.statements);
+            first_id.get_or_insert((id, s.shape));
+        }
+        // Remember the cursor so its getMores are attributed to this shape.
+        if let (Some(cursor), Some((shape_id, shape))) = (op.cursor_id, first_id) {
+            if self.cursors.len() < self.limits.max_cursors {
+                self.cursors.insert(
+                    (op.namespace.clone(), cursor),
+                    CursorOrigin { shape_id, shape, command: op.command.clone() },
+                );
+            }
+        }
+    }
+
+    fn add(
+        &mut self,
+        op: &Operation,
+        namespace: &str,
+        category: Category,
+        shape: Value,
+        cursor_of: Option<String>,
+        statements: u64,
+    ) -> String {
+        let text = shape.to_string();
+        let mut id = fingerprint(&[namespace, &op.command, &text]);
+        if !self.rows.contains_key(&id) && self.rows.len() >= self.limits.max_shapes {
+            self.other_shapes += 1;
+            id = OTHER_SHAPES.to_owned();
+        }
+        let at = op.started_at;
+        let row = self.rows.entry(id.clone()).or_insert_with(|| {
+            if id == OTHER_SHAPES {
+                Row::new(
+                    "*".into(),
+                    "*".into(),
+                    Category::Command,
+                    json!({"otherShapes": true}),
+                    id.clone(),
+                    at,
+                )
+            } else {
+                let mut r =
+                    Row::new(namespace.to_owned(), op.command.clone(), category, shape, id.clone(), at);
+                r.cursor_of = cursor_of;
+                r
+            }
+        });
+        row.count += 1;
+        row.statements += statements;
+        row.first_seen = row.first_seen.min(at);
+        row.last_seen = row.last_seen.max(at);
+        match (op.latency_us, op.awaited) {
+            (_, true) => row.awaited += 1,
+            (Some(us), false) => {
+                row.latency_us.saturating_record(us.max(1));
+            }
+            (None, false) => {}
+        }
+        row.docs_returned += op.docs_returned;
+        row.request_bytes += op.request_bytes;
+        row.reply_bytes += op.reply_bytes;
+        if let Some(code) = op.error_code {
+            *row.errors.entry(code).or_default() += 1;
+        }
+        let app = op.conn.app_name.as_deref().unwrap_or("(no app name)");
+        if row.apps.contains_key(app) || row.apps.len() < self.limits.max_names {
+            *row.apps.entry(app.to_owned()).or_default() += 1;
+        }
+        if category == Category::Read && row.fields_read.len() < self.limits.max_names {
+            note_fields_read(row, op, self.limits.max_names);
+        }
+        id
+    }
+}
+
+/// The fields an operation reads: its projection's, or those present in the first
+/// few returned documents.
+fn note_fields_read(row: &mut Row, op: &Operation, cap: usize) {
+    let Some(cmd) = op.command_view() else { return };
+    let proj = cmd.body.get_document("projection").or_else(|_| cmd.body.get_document("fields"));
+    if let Ok(p) = proj {
+        if let Value::Object(m) = projection(p) {
+            for (k, v) in m {
+                if v != json!(false) && row.fields_read.len() < cap {
+                    row.fields_read.insert(k);
+                }
+            }
+            return;
+        }
+    }
+    let Some(batch) = op.reply_view().and_then(|r| r.batch()) else { return };
+    for doc in batch.into_iter().flatten().filter_map(|d| d.as_document()).take(8) {
+        for (k, _) in doc.iter().flatten() {
+            if row.fields_read.len() >= cap {
+                return;
+            }
+            if !row.fields_read.contains(k.as_str()) {
+                row.fields_read.insert(k.as_str().to_owned());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Direction, TapEvent};
+    use crate::exchange::Correlator;
+    use bson::doc;
+    use mongotap_wire::{Document, Frame, OpMsg};
+
+    /// Runs request/reply pairs through a correlator into a table.
+    struct Harness {
+        c: Correlator,
+        t: AccessTable,
+        id: i32,
+        at: Micros,
+    }
+
+    impl Harness {
+        fn new(limits: TableLimits) -> Harness {
+            let mut c = Correlator::default();
+            c.on_event(
+                TapEvent::Opened { conn: 1, client: "127.0.0.1:1".parse().unwrap(), at: 0 },
+                &mut |_| {},
+            );
+            Harness { c, t: AccessTable::new(limits), id: 0, at: 1_000_000 }
+        }
+
+        fn exchange(&mut self, req: bson::Document, reply: bson::Document, latency: u64) {
+            self.id += 2;
+            let (rq, rp) = (self.id, self.id + 1);
+            let send = |h: &mut Harness, dir, at, bytes| {
+                let frame = Frame::from_bytes(bytes).unwrap();
+                let t = &mut h.t;
+                h.c.on_event(TapEvent::Message { conn: 1, dir, at, frame }, &mut |op| t.record(&op));
+            };
+            let at = self.at;
+            send(self, Direction::ToServer, at, OpMsg::new(Document::from_doc(&req)).encode(rq, 0));
+            send(
+                self,
+                Direction::ToClient,
+                at + latency,
+                OpMsg::new(Document::from_doc(&reply)).encode(rp, rq),
+            );
+            self.at += 10_000;
+        }
+    }
+
+    fn batch(n: i32, id: i64, first: bool) -> bson::Document {
+        let docs: Vec<bson::Document> = (0..n).map(|i| doc! {"_id": i, "total": i}).collect();
+        let key = if first { "firstBatch" } else { "nextBatch" };
+        doc! {"cursor": {"id": id, "ns": "shop.orders", key: docs}, "ok": 1}
+    }
+
+    #[test]
+    fn counts_latencies_documents_and_get_more_attribution() {
+        let mut h = Harness::new(TableLimits::default());
+        for i in 0..37 {
+            h.exchange(
+                doc! {"find": "orders", "filter": {"customerId": i}, "batchSize": 2, "$db": "shop"},
+                batch(2, 500 + i as i64, true),
+                1_000 + i as u64 * 10,
+            );
+            h.exchange(
+                doc! {"getMore": 500 + i as i64, "collection": "orders", "$db": "shop"},
+                batch(1, 0, false),
+                300,
+            );
+        }
+        for _ in 0..12 {
+            h.exchange(doc! {"update": "orders", "updates": [{"q": {"_id": 1}, "u": {"$set": {"s": 1}}}], "$db": "shop"}, doc! {"n": 1, "nModified": 1, "ok": 1}, 500);
+        }
+        h.exchange(
+            doc! {"find": "orders", "filter": {"customerId": {"$gt": 5}}, "$db": "shop"},
+            doc! {"ok": 0, "code": 2, "errmsg": "x"},
+            50,
+        );
+        let rows = h.t.rows();
+        assert_eq!(rows.len(), 4);
+        let (find, get_more, update, failing) = (rows[0], rows[1], rows[2], rows[3]);
+        assert_eq!((find.command.as_str(), find.count, find.docs_returned), ("find", 37, 74));
+        assert_eq!((get_more.command.as_str(), get_more.count, get_more.docs_returned), ("getMore", 37, 37));
+        assert_eq!(get_more.cursor_of.as_deref(), Some(find.shape_id.as_str()));
+        assert_eq!(get_more.shape["shape"], find.shape);
+        assert_eq!((update.command.as_str(), update.count, update.statements), ("update", 12, 12));
+        assert_eq!(failing.errors.get(&2), Some(&1));
+        assert_eq!(find.latency_ms(0.0), Some(1.0));
+        let p99 = find.latency_ms(0.99).unwrap();
+        assert!((1.3..=1.37).contains(&p99), "{p99}");
+        assert!(find.fields_read.contains("total") && find.fields_read.contains("_id"));
+        assert_eq!(find.apps.get("(no app name)"), Some(&37));
+        assert_eq!(h.t.operations(), 87);
+        assert!(h.t.cursors.is_empty(), "exhausted cursors are forgotten");
+    }
+
+    #[test]
+    fn shapes_beyond_the_cap_go_to_one_other_row() {
+        let mut h = Harness::new(TableLimits { max_shapes: 3, ..TableLimits::default() });
+        for i in 0..10 {
+            let field = format!("f{i}");
+            h.exchange(doc! {"find": "c", "filter": {field: 1}, "$db": "t"}, batch(0, 0, true), 10);
+        }
+        let rows = h.t.rows();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(h.t.other_shapes(), 7);
+        let other = rows.iter().find(|r| r.shape_id == OTHER_SHAPES).unwrap();
+        assert_eq!(other.count, 7);
+        assert_eq!(rows.iter().map(|r| r.count).sum::<u64>(), 10, "nothing silently lost");
+    }
+
+    #[test]
+    fn projections_name_the_data_needed() {
+        let mut h = Harness::new(TableLimits::default());
+        h.exchange(
+            doc! {"find": "c", "filter": {}, "projection": {"name": 1, "_id": 0}, "$db": "t"},
+            batch(1, 0, true),
+            10,
+        );
+        let row = h.t.rows()[0];
+        assert_eq!(row.fields_read.iter().collect::<Vec<_>>(), ["name"]);
+    }
+}

@@ -1,0 +1,96 @@
+//! The command line. Flags follow REPORT-CONTRACT.md so scripts and CI can rely on them;
+//! every flag of `proxy` can also come from a `MONGOTAP_*` environment variable.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// A transparent MongoDB proxy that builds the access-pattern table of your traffic.
+#[derive(Debug, Parser)]
+#[command(name = "mongotap", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Commands,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 runtime failure (cannot bind, cannot write a report, unreadable input); 2 bad usage.\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=mongotap=debug) to see more.";
+
+#[derive(Debug, Subcommand)]
+pub enum Commands {
+    /// Forward traffic to the upstream and analyse it on the side.
+    ///
+    /// Example: mongotap proxy --listen 127.0.0.1:27018 --upstream 127.0.0.1:27017 --report-md report.md
+    Proxy(ProxyArgs),
+    /// Re-render a saved JSON report.
+    ///
+    /// Example: mongotap report out/report.json --report-md out/report.md
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Address clients connect to (point your application's URI here, with directConnection=true).
+    #[arg(long, env = "MONGOTAP_LISTEN", default_value = "127.0.0.1:27018")]
+    pub listen: String,
+    /// The real server: host:port, or a mongodb:// URI (its first host is used).
+    #[arg(long, env = "MONGOTAP_UPSTREAM", default_value = "127.0.0.1:27017")]
+    pub upstream: String,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
+    /// How often the report files are rewritten while running, in seconds (also on exit).
+    #[arg(long, env = "MONGOTAP_REPORT_INTERVAL", default_value_t = 10, value_name = "SECONDS")]
+    pub report_interval: u64,
+    /// Client connections served at once; more wait in the accept backlog.
+    #[arg(long, env = "MONGOTAP_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Close a connection idle in both directions for this many seconds (keep it above 10 s, awaitable hello's wait).
+    #[arg(long, env = "MONGOTAP_IDLE_TIMEOUT", default_value_t = 3600, value_name = "SECONDS")]
+    pub idle_timeout: u64,
+    /// On SIGINT/SIGTERM, how long open connections may take to finish, in seconds.
+    #[arg(long, env = "MONGOTAP_SHUTDOWN_GRACE", default_value_t = 5, value_name = "SECONDS")]
+    pub shutdown_grace: u64,
+    /// Distinct shapes kept in the table; operations of further shapes are counted in one "other shapes" row.
+    #[arg(long, env = "MONGOTAP_MAX_SHAPES", default_value_t = 10_000)]
+    pub max_shapes: usize,
+    /// Events queued for analysis before the tap starts dropping (and counting) them.
+    #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 65_536)]
+    pub tap_capacity: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportOutputs {
+    /// Write the JSON report (schema 1) here.
+    #[arg(long, env = "MONGOTAP_REPORT_JSON", value_name = "PATH")]
+    pub report_json: Option<PathBuf>,
+    /// Write the Markdown report here.
+    #[arg(long, env = "MONGOTAP_REPORT_MD", value_name = "PATH")]
+    pub report_md: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A JSON report written by `mongotap proxy --report-json`.
+    pub input: PathBuf,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
+}
+
+impl ProxyArgs {
+    /// The proxy configuration these flags describe.
+    pub fn config(&self) -> Result<mongotap::proxy::ProxyConfig, String> {
+        let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)?;
+        if self.idle_timeout <= 10 {
+            return Err("--idle-timeout must be above 10 s, or awaitable hello connections are cut".into());
+        }
+        Ok(mongotap::proxy::ProxyConfig {
+            listen: self.listen.clone(),
+            upstream,
+            max_connections: self.max_connections.max(1),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            tap_capacity: self.tap_capacity.max(1),
+            ..mongotap::proxy::ProxyConfig::default()
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! Writing reports: every format from one [`Report`], each file written atomically
+//! (a temporary file in the same directory, then a rename), so a reader or a crash
+//! never sees half a report.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use mongotap_analyzers::report::{json, markdown, Report};
+
+/// Where reports go; any combination.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub json: Option<std::path::PathBuf>,
+    pub markdown: Option<std::path::PathBuf>,
+}
+
+impl Outputs {
+    /// Whether any output is asked for.
+    pub fn any(&self) -> bool {
+        self.json.is_some() || self.markdown.is_some()
+    }
+
+    /// Writes every asked-for format.
+    pub fn write(&self, r: &Report) -> io::Result<()> {
+        if let Some(p) = &self.json {
+            write_atomically(p, json::render(r).as_bytes())?;
+        }
+        if let Some(p) = &self.markdown {
+            write_atomically(p, markdown::render(r).as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary sibling and a rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let mut f = fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// The one-screen summary printed at the end of a run.
+pub fn summary(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let t = &r.totals;
+    let _ = writeln!(
+        s,
+        "mongotap: {} operations, {} connections, {:.1} s, {} events dropped, {} parse errors",
+        t.operations, t.connections, r.window.seconds, t.events_dropped, t.parse_errors
+    );
+    let rows: Vec<_> = r.access_patterns.iter().filter(|p| p.category != "command").take(10).collect();
+    if !rows.is_empty() {
+        let _ = writeln!(s, "{:>7} {:>6} {:>9}  operation", "count", "share", "p99 ms");
+        for p in rows {
+            let p99 = p.latency_ms.as_ref().map_or("-".to_string(), |l| format!("{:.2}", l.p99));
+            let _ = writeln!(
+                s,
+                "{:>7} {:>5.1}% {:>9}  {} {} {}",
+                p.count,
+                p.share * 100.0,
+                p99,
+                p.command,
+                p.namespace,
+                markdown::compact(&p.shape, 70)
+            );
+        }
+    }
+    let _ = writeln!(s, "findings: {}", r.findings.len());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_files_and_leaves_no_temporaries() {
+        let dir = std::env::temp_dir().join(format!("mongotap-out-{}", std::process::id()));
+        let p = dir.join("r.json");
+        write_atomically(&p, b"first").unwrap();
+        write_atomically(&p, b"second").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"second");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
