@@ -1,0 +1,287 @@
+//! The forwarding path: byte-exact under concurrent load, never slowed by a stalled
+//! analysis (drops counted exactly), and unharmed by faults on either side.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bson::doc;
+use bytes::BytesMut;
+use mongotap::proxy::{Proxy, ProxyConfig};
+use mongotap_wire::{Document, Frame, OpMsg};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Bytes seen on one relayed connection: (client to server, server to client).
+type Recorded = Arc<Mutex<Vec<(Vec<u8>, Vec<u8>)>>>;
+
+/// A TCP relay that records every byte in both directions, per connection. It sits
+/// between mongotap and the real upstream so the test can see what mongotap sent.
+async fn recording_relay(upstream: String) -> (u16, Recorded) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let rec: Recorded = Arc::default();
+    let r = rec.clone();
+    tokio::spawn(async move {
+        while let Ok((down, _)) = listener.accept().await {
+            let up = TcpStream::connect(&upstream).await.unwrap();
+            let idx = {
+                let mut v = r.lock().unwrap();
+                v.push((Vec::new(), Vec::new()));
+                v.len() - 1
+            };
+            let r = r.clone();
+            tokio::spawn(async move {
+                let (mut dr, mut dw) = down.into_split();
+                let (mut ur, mut uw) = up.into_split();
+                let r2 = r.clone();
+                let a = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    while let Ok(n) = dr.read(&mut buf).await {
+                        if n == 0 || uw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        r2.lock().unwrap()[idx].0.extend_from_slice(&buf[..n]);
+                    }
+                    let _ = uw.shutdown().await;
+                });
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = ur.read(&mut buf).await {
+                    if n == 0 || dw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    r.lock().unwrap()[idx].1.extend_from_slice(&buf[..n]);
+                }
+                let _ = dw.shutdown().await;
+                let _ = a.await;
+            });
+        }
+    });
+    (port, rec)
+}
+
+fn op_msg(body: bson::Document, id: i32) -> Vec<u8> {
+    OpMsg::new(Document::from_doc(&body)).encode(id, 0).to_vec()
+}
+
+/// Sends `count` requests one at a time on a fresh connection, reading each reply
+/// whole. Returns (bytes sent, bytes received).
+async fn raw_client(addr: std::net::SocketAddr, conn: usize, count: i32) -> (Vec<u8>, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let (mut sent, mut got) = (Vec::new(), Vec::new());
+    let mut buf = BytesMut::new();
+    for i in 0..count {
+        let pad = "x".repeat(((conn * 7919 + i as usize * 104_729) % 60_000) + 1);
+        let req = match i % 3 {
+            0 => op_msg(doc! {"ping": 1, "$db": "admin"}, i),
+            1 => op_msg(
+                doc! {"insert": format!("c{conn}"), "documents": [{"i": i, "pad": pad}], "$db": "bx"},
+                i,
+            ),
+            _ => op_msg(doc! {"find": format!("c{conn}"), "filter": {"i": {"$lte": i}}, "$db": "bx"}, i),
+        };
+        s.write_all(&req).await.unwrap();
+        sent.extend_from_slice(&req);
+        loop {
+            if let Some(f) = Frame::parse(&mut buf).unwrap() {
+                assert_eq!(f.header.response_to, i);
+                got.extend_from_slice(&f.bytes);
+                break;
+            }
+            let n = s.read_buf(&mut buf).await.unwrap();
+            assert!(n > 0, "connection closed early");
+        }
+    }
+    (sent, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_are_forwarded_exactly_under_concurrent_load() {
+    let upstream = Upstream::start();
+    let (relay_port, recorded) = recording_relay(upstream.addr()).await;
+    let proxy = start_proxy(&format!("127.0.0.1:{relay_port}")).await;
+    let addr = proxy.local_addr();
+    const CONNS: usize = 24;
+    const MESSAGES: i32 = 30;
+    let clients: Vec<_> = (0..CONNS).map(|c| tokio::spawn(raw_client(addr, c, MESSAGES))).collect();
+    let mut client_side = Vec::new();
+    for c in clients {
+        client_side.push(c.await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let relay_side = recorded.lock().unwrap().clone();
+    assert_eq!(relay_side.len(), CONNS);
+    // Connections reach the relay in any order: match them by their first request bytes.
+    let (mut bytes, mut diffs) = (0usize, 0usize);
+    for (sent, got) in &client_side {
+        let (up, down) =
+            relay_side.iter().find(|(up, _)| up == sent).expect("a relay connection saw exactly these bytes");
+        diffs += (up != sent) as usize + (down != got) as usize;
+        bytes += sent.len() + got.len();
+    }
+    assert_eq!(diffs, 0);
+    eprintln!(
+        "byte-exact: {CONNS} connections, {} messages, {bytes} bytes, 0 differences",
+        CONNS * MESSAGES as usize * 2
+    );
+    let shared = proxy.shared().clone();
+    let analysis = proxy.shutdown().await;
+    let p = analysis.pipeline().lock().unwrap();
+    assert_eq!(p.exchange_stats().requests, (CONNS * MESSAGES as usize) as u64);
+    assert_eq!(p.exchange_stats().replies, (CONNS * MESSAGES as usize) as u64);
+    assert_eq!(shared.tap.dropped(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_analysis_never_slows_forwarding_and_drops_are_counted_exactly() {
+    let upstream = Upstream::start();
+    let config = ProxyConfig { tap_capacity: 8, ..proxy_config(&upstream.addr()) };
+    let proxy = Proxy::start(config).await.unwrap();
+    let addr = proxy.local_addr();
+    // Stall the analysis: hold its pipeline lock while the workload runs.
+    let pipeline = proxy.analysis().pipeline().clone();
+    let guard = pipeline.lock().unwrap();
+    let clients: Vec<_> = (0..4).map(|c| tokio::spawn(raw_client(addr, c, 50))).collect();
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        for c in clients {
+            c.await.unwrap();
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "forwarding completed while the analysis was stalled");
+    drop(guard);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shared = proxy.shared().clone();
+    let analysis = proxy.shutdown().await;
+    let p = analysis.pipeline().lock().unwrap();
+    let (offered, dropped) = (shared.tap.offered(), shared.tap.dropped());
+    // 4 opens + 400 messages + 4 closes.
+    assert_eq!(offered, 408);
+    assert!(dropped > 300, "the stall made the tap drop ({dropped})");
+    assert_eq!(p.events() + dropped, offered, "every event was either analysed or counted as dropped");
+}
+
+async fn expect_closed(s: &mut TcpStream, within: Duration) {
+    let mut buf = [0u8; 1024];
+    let r = tokio::time::timeout(within, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(r.is_ok(), "the connection was not closed within {within:?}");
+}
+
+async fn ping_ok(addr: std::net::SocketAddr) {
+    let (_, got) = raw_client(addr, 0, 1).await;
+    let f = Frame::from_bytes(bytes::Bytes::from(got)).unwrap();
+    let m = mongotap_wire::Message::decode(&f).unwrap();
+    assert!(mongotap_wire::CommandReply::from_message(&m).unwrap().ok());
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_on_either_side_leave_the_proxy_serving() {
+    let upstream = Upstream::start();
+
+    // 1. Upstream absent at start: clients are closed promptly, then service resumes.
+    let dead_port = free_port();
+    let proxy = start_proxy(&format!("127.0.0.1:{dead_port}")).await;
+    let addr = proxy.local_addr();
+    let baseline_fds = open_fds();
+    for _ in 0..20 {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        expect_closed(&mut c, Duration::from_secs(2)).await;
+    }
+    assert_eq!(proxy.shared().upstream.failures(), 20);
+    let relay = TcpListener::bind(("127.0.0.1", dead_port)).await.unwrap();
+    let target = upstream.addr();
+    tokio::spawn(async move {
+        while let Ok((mut down, _)) = relay.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut up = TcpStream::connect(target).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+            });
+        }
+    });
+    ping_ok(addr).await;
+    proxy.shutdown().await;
+
+    // 2. Upstream dies mid-reply: the client is closed, other connections carry on.
+    let half = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let half_addr = half.local_addr().unwrap();
+    let real = upstream.addr();
+    tokio::spawn(async move {
+        let mut n = 0;
+        while let Ok((mut down, _)) = half.accept().await {
+            n += 1;
+            let real = real.clone();
+            tokio::spawn(async move {
+                if n == 1 {
+                    // Read one request, send half a reply, then reset.
+                    let mut buf = [0u8; 4096];
+                    let _ = down.read(&mut buf).await;
+                    let reply = op_msg(doc! {"ok": 1.0, "pad": "y".repeat(500)}, 1);
+                    let _ = down.write_all(&reply[..reply.len() / 2]).await;
+                    let _ = socket2::SockRef::from(&down).set_linger(Some(Duration::ZERO));
+                    drop(down);
+                } else {
+                    let mut up = TcpStream::connect(real).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                }
+            });
+        }
+    });
+    let proxy = start_proxy(&half_addr.to_string()).await;
+    let addr = proxy.local_addr();
+    let mut victim = TcpStream::connect(addr).await.unwrap();
+    victim.write_all(&op_msg(doc! {"ping": 1, "$db": "admin"}, 1)).await.unwrap();
+    expect_closed(&mut victim, Duration::from_secs(2)).await;
+    ping_ok(addr).await;
+
+    // 3. A client resets mid-request; 4. an oversize declared length; 5. garbage.
+    let mut resetter = TcpStream::connect(addr).await.unwrap();
+    let req = op_msg(doc! {"ping": 1, "$db": "admin"}, 9);
+    resetter.write_all(&req[..10]).await.unwrap();
+    socket2::SockRef::from(&resetter).set_linger(Some(Duration::ZERO)).unwrap();
+    drop(resetter);
+    let mut oversize = TcpStream::connect(addr).await.unwrap();
+    let mut header = op_msg(doc! {"ping": 1, "$db": "admin"}, 3);
+    header[0..4].copy_from_slice(&100_000_000i32.to_le_bytes());
+    oversize.write_all(&header).await.unwrap();
+    let mut garbage = TcpStream::connect(addr).await.unwrap();
+    garbage.write_all(b"GET / HTTP/1.1\r\nHost: mongotap\r\n\r\n").await.unwrap();
+    expect_closed(&mut oversize, Duration::from_secs(5)).await;
+    expect_closed(&mut garbage, Duration::from_secs(5)).await;
+    ping_ok(addr).await;
+
+    // Everything closed: no connection or descriptor left behind.
+    drop((oversize, garbage, victim));
+    for _ in 0..100 {
+        if proxy.open_connections() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(proxy.open_connections(), 0);
+    let analysis = proxy.shutdown().await;
+    let p = analysis.pipeline().lock().unwrap();
+    assert!(
+        p.exchange_stats().parse_errors >= 2,
+        "oversize and garbage stop their analysis: {:?}",
+        p.exchange_stats()
+    );
+    drop(p);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let fds = open_fds();
+    assert!(fds <= baseline_fds + 2, "descriptors back to baseline: {baseline_fds} then {fds}");
+}
