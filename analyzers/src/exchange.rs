@@ -66,6 +66,7 @@ pub struct ExchangeStats {
     pub skipped_after_error: u64,
 }
 
+#[derive(Clone)]
 struct Pending {
     request: Option<Message>,
     command: String,
@@ -76,6 +77,8 @@ struct Pending {
     streamed: bool,
     sensitive: bool,
     legacy_query: bool,
+    /// For an exhaust stream: the other key this entry is also filed under.
+    alias: Option<RequestId>,
 }
 
 struct ConnState {
@@ -242,6 +245,7 @@ impl Correlator {
             streamed: false,
             sensitive,
             legacy_query,
+            alias: None,
         };
         if more_to_come {
             // Fire-and-forget: no reply will come, so no pending entry.
@@ -267,24 +271,27 @@ impl Correlator {
         bytes: u64,
         out: &mut dyn FnMut(Operation),
     ) {
-        let Some(pending) = state.pending.remove(&message.header.response_to) else {
+        let key = message.header.response_to;
+        let Some(pending) = state.pending.remove(&key) else {
             stats.unpaired_replies += 1;
             return;
         };
+        if let Some(alias) = pending.alias {
+            state.pending.remove(&alias);
+        }
         if message.msg_flags().contains(MsgFlags::MORE_TO_COME) {
-            // Exhaust: the next reply answers this one. Keep a twin of the entry.
-            let next = Pending {
-                request: pending.request.clone(),
-                command: pending.command.clone(),
-                namespace: pending.namespace.clone(),
-                sent_at: at,
-                request_bytes: 0,
-                awaited: pending.awaited,
-                streamed: true,
-                sensitive: pending.sensitive,
-                legacy_query: pending.legacy_query,
-            };
-            state.pending.insert(message.header.request_id, next);
+            // Exhaust: the spec says the next reply answers this reply's requestID;
+            // some servers answer the original request's id again. File the next
+            // entry under both, each naming the other, so either consumes both.
+            let next =
+                Pending { sent_at: at, request_bytes: 0, streamed: true, alias: None, ..pending.clone() };
+            let reply_id = message.header.request_id;
+            if reply_id == key {
+                state.pending.insert(key, next);
+            } else {
+                state.pending.insert(reply_id, Pending { alias: Some(key), ..next.clone() });
+                state.pending.insert(key, Pending { alias: Some(reply_id), ..next });
+            }
         }
         out(complete(&state.info, pending, Some(message), at, bytes));
     }
@@ -463,8 +470,37 @@ mod tests {
         assert!(!a[0].streamed && b[0].streamed && z[0].streamed);
         assert_eq!((a[0].latency_us, b[0].latency_us, z[0].latency_us), (Some(10), Some(15), Some(20)));
         assert_eq!(z[0].cursor_id, None);
-        assert!(c.conns[&C].pending.is_empty(), "the stream ended without moreToCome");
+        assert!(c.conns[&C].pending.is_empty(), "the stream ended without moreToCome, no alias left");
         assert_eq!(c.stats().unpaired_replies, 0);
+    }
+
+    #[test]
+    fn exhaust_streams_that_repeat_the_original_request_id_pair_too() {
+        let mut c = Correlator::default();
+        opened(&mut c);
+        send(
+            &mut c,
+            Direction::ToServer,
+            0,
+            msg(doc! {"getMore": 7_i64, "collection": "c", "$db": "t"}, 0x10000, 2, 0),
+        );
+        let batch = |id: i64| doc! {"cursor": {"id": id, "ns": "t.c", "nextBatch": [{"x": 1}]}, "ok": 1};
+        let mut ops = Vec::new();
+        // SecantusDB: every streamed reply says responseTo = 2.
+        for (i, reply_id) in [2, 3, 4, 5].into_iter().enumerate() {
+            let last = i == 3;
+            let flags = if last { 0 } else { 2 };
+            ops.extend(send(
+                &mut c,
+                Direction::ToClient,
+                10 * (i as u64 + 1),
+                msg(batch(if last { 0 } else { 7 }), flags, reply_id, 2),
+            ));
+        }
+        assert_eq!(ops.len(), 4);
+        assert_eq!(ops.iter().map(|o| o.latency_us.unwrap()).collect::<Vec<_>>(), [10, 10, 10, 10]);
+        assert_eq!(c.stats().unpaired_replies, 0);
+        assert!(c.conns[&C].pending.is_empty(), "no alias left behind");
     }
 
     #[test]

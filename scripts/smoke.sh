@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Drives pymongo, mongoengine and the Node driver, unmodified, through mongotap
+# against SecantusDB (a one-member replica set, for transactions; then with --auth
+# for SCRAM-SHA-256), and checks the reports mongotap wrote. Part of scripts/test.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cargo build --quiet --bin mongotap
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+free_port() { .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 400); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+passed=0; failed=0
+run() { local name=$1; shift; if "$@"; then passed=$((passed+1)); else echo "FAILED: $name" >&2; failed=$((failed+1)); fi; }
+
+start_upstream() { # port, extra args...
+  local port=$1; shift
+  .venv/bin/secantusd-py --host 127.0.0.1 --port "$port" --log-level WARNING "$@" >>"$work/upstream.log" 2>&1 &
+  up_pid=$!; pids+=("$up_pid"); wait_port "$port"
+}
+start_proxy() { # upstream port, report path
+  proxy_port=$(free_port)
+  ./target/debug/mongotap proxy --listen "127.0.0.1:$proxy_port" --upstream "127.0.0.1:$1" --report-json "$2" \
+    2>>"$work/proxy.log" &
+  proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
+}
+stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+
+# 1. Clients against a replica-set upstream (directConnection: mongotap is the only address they see).
+up=$(free_port); start_upstream "$up" --storage-path :memory:
+start_proxy "$up" "$work/clients.json"
+uri="mongodb://127.0.0.1:$proxy_port/?directConnection=true"
+run pymongo .venv/bin/python tests/python/smoke.py "$uri"
+run node node tests/node/smoke.js "$uri"
+stop "$proxy_pid"; stop "$up_pid"
+run "report of the client run" .venv/bin/python - "$work/clients.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["totals"]
+cmds = {(p["command"], p["namespace"]) for p in r["access_patterns"]}
+apps = {a for p in r["access_patterns"] for a in p["apps"]}
+need = {("insert", "smoke.people"), ("update", "smoke.people"), ("delete", "smoke.people"), ("getMore", "smoke.people"),
+        ("aggregate", "smoke.people"), ("insert", "smoke.events"), ("commitTransaction", "admin"),
+        ("find", "blog.authors"), ("insert", "nodesmoke.orders"), ("getMore", "nodesmoke.orders")}
+assert need <= cmds, need - cmds
+assert {"python-smoke", "mongoengine-smoke", "node-smoke"} <= apps, apps
+assert t["parse_errors"] == 0 and t["events_dropped"] == 0, t
+assert r["traffic"]["unpaired_replies"] == 0, r["traffic"]
+print(f"ok   report: {t['operations']} operations, {len(r['access_patterns'])} shapes, apps {sorted(apps)}")
+PY
+
+# 2. SCRAM-SHA-256 through the proxy: create a user, restart the upstream with --auth.
+data="$work/authdata"; up=$(free_port)
+start_upstream "$up" --storage-path "$data" --standalone
+.venv/bin/python -c "
+import pymongo,sys
+c=pymongo.MongoClient('mongodb://127.0.0.1:$up/?directConnection=true')
+c.admin.command('createUser','app',pwd='s3cret-PASSWORD',roles=[{'role':'readWrite','db':'app'}])"
+stop "$up_pid"; sleep 2
+start_upstream "$up" --storage-path "$data" --standalone --auth
+start_proxy "$up" "$work/auth.json"
+run scram .venv/bin/python tests/python/smoke.py --auth \
+  "mongodb://app:s3cret-PASSWORD@127.0.0.1:$proxy_port/?directConnection=true&authSource=admin"
+stop "$proxy_pid"; stop "$up_pid"
+run "no secret in the auth report" .venv/bin/python - "$work/auth.json" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+r = json.loads(text)
+cmds = {p["command"] for p in r["access_patterns"]}
+assert cmds & {"saslStart", "saslContinue"}, cmds
+assert "s3cret" not in text and "payload" not in text, "a secret reached the report"
+print("ok   auth commands counted, no payload or password in the report")
+PY
+
+echo "smoke: $passed passed, $failed failed"
+[ "$failed" = 0 ]
