@@ -38,17 +38,6 @@ pub enum TapEvent {
 }
 
 impl TapEvent {
-    /// The connection the event belongs to.
-    pub fn conn(&self) -> ConnId {
-        match self {
-            TapEvent::Opened { conn, .. }
-            | TapEvent::Message { conn, .. }
-            | TapEvent::TooLarge { conn, .. }
-            | TapEvent::Unframeable { conn, .. }
-            | TapEvent::Closed { conn, .. } => *conn,
-        }
-    }
-
     /// When it happened.
     pub fn at(&self) -> Micros {
         match self {

@@ -130,11 +130,10 @@ impl Correlator {
                     self.stats.unanswered += state.pending.len() as u64;
                 }
             }
-            TapEvent::TooLarge { conn, dir, .. } => {
+            TapEvent::TooLarge { dir, .. } => {
+                // Its reply, if any, arrives unpaired and is counted there.
                 self.count_direction(dir);
                 self.stats.too_large += 1;
-                // The request's reply, if any, will arrive unpaired; that is counted there.
-                let _ = conn;
             }
             TapEvent::Unframeable { conn, error, .. } => {
                 self.stats.parse_errors += 1;
