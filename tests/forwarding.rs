@@ -282,3 +282,83 @@ async fn faults_on_either_side_leave_the_proxy_serving() {
     let fds = open_fds();
     assert!(fds <= baseline_fds + 2, "descriptors back to baseline: {baseline_fds} then {fds}");
 }
+
+/// A scripted upstream: for each connection, runs `script` on the accepted socket.
+async fn scripted_upstream<F, Fut>(script: F) -> String
+where
+    F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let script = Arc::new(script);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            tokio::spawn(script(s));
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_closes_and_resets_pass_through_both_ways() {
+    // Half-close: the upstream reads until the client's FIN, then replies and closes.
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+    let upstream = scripted_upstream(move |mut s| {
+        let seen = seen_tx.clone();
+        async move {
+            let mut got = Vec::new();
+            let r = s.read_to_end(&mut got).await;
+            match r {
+                Ok(_) => {
+                    // Reply after the client's FIN: the proxy must still carry it back.
+                    let _ = s.write_all(&op_msg(doc! {"ok": 1.0, "len": got.len() as i64}, 2)).await;
+                    let _ = s.shutdown().await;
+                    let _ = seen.send(("fin", got.len()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    let _ = seen.send(("reset", got.len()));
+                }
+                Err(_) => {
+                    let _ = seen.send(("error", got.len()));
+                }
+            }
+        }
+    })
+    .await;
+    let proxy = start_proxy(&upstream).await;
+    let req = op_msg(doc! {"ping": 1, "$db": "admin"}, 1);
+    let mut c = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    c.write_all(&req).await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut reply)).await.unwrap().unwrap();
+    assert_eq!(seen_rx.recv().await.unwrap(), ("fin", req.len()), "the client's FIN reached the upstream");
+    let f = Frame::from_bytes(bytes::Bytes::from(reply)).unwrap();
+    assert_eq!(f.header.request_id, 2, "the reply sent after the FIN came back, then the upstream's FIN");
+
+    // A client reset becomes an upstream reset.
+    let mut c = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    c.write_all(&req[..7]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO)).unwrap();
+    drop(c);
+    let seen = tokio::time::timeout(Duration::from_secs(5), seen_rx.recv()).await.unwrap().unwrap();
+    assert_eq!(seen, ("reset", 7), "the upstream saw a reset, not a clean close");
+    proxy.shutdown().await;
+
+    // An upstream reset becomes a client reset.
+    let upstream = scripted_upstream(|mut s| async move {
+        let mut buf = [0u8; 64];
+        let _ = s.read(&mut buf).await;
+        socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+    })
+    .await;
+    let proxy = start_proxy(&upstream).await;
+    let mut c = TcpStream::connect(proxy.local_addr()).await.unwrap();
+    c.write_all(&req).await.unwrap();
+    let mut buf = [0u8; 64];
+    let r = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await.unwrap();
+    assert_eq!(r.map_err(|e| e.kind()).unwrap_err(), std::io::ErrorKind::ConnectionReset);
+    proxy.shutdown().await;
+}
