@@ -26,7 +26,7 @@ wait_port "$up_port"
 
 proxy_port=$(free_port)
 ./target/release/mongotap proxy --listen "127.0.0.1:$proxy_port" --upstream "127.0.0.1:$up_port" \
-  --report-json out/report.json --report-md out/report.md &
+  --report-json out/report.json --report-md out/report.md --report-html out/report.html &
 proxy_pid=$!
 wait_port "$proxy_port"
 echo "[demo] upstream on $up_port, mongotap on $proxy_port; running examples/orders.rs through mongotap" >&2
@@ -37,5 +37,5 @@ kill -TERM "$proxy_pid"
 wait "$proxy_pid"
 proxy_pid=
 echo
-echo "[demo] reports: out/report.md, out/report.json"
+echo "[demo] reports: out/report.md, out/report.json, out/report.html"
 sed -n '/^## Access patterns/,/^## Findings/p' out/report.md

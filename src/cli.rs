@@ -38,6 +38,9 @@ pub struct ProxyArgs {
     pub upstream: String,
     #[command(flatten)]
     pub outputs: ReportOutputs,
+    /// The live HTTP endpoint: /metrics (Prometheus), /report.json, /report.html, /healthz. "off" disables it.
+    #[arg(long, env = "MONGOTAP_ADMIN", default_value = "127.0.0.1:9187", value_name = "ADDR|off")]
+    pub admin: String,
     /// How often the report files are rewritten while running, in seconds (also on exit).
     #[arg(long, env = "MONGOTAP_REPORT_INTERVAL", default_value_t = 10, value_name = "SECONDS")]
     pub report_interval: u64,
@@ -66,6 +69,9 @@ pub struct ReportOutputs {
     /// Write the Markdown report here.
     #[arg(long, env = "MONGOTAP_REPORT_MD", value_name = "PATH")]
     pub report_md: Option<PathBuf>,
+    /// Write the HTML report (one self-contained file) here.
+    #[arg(long, env = "MONGOTAP_REPORT_HTML", value_name = "PATH")]
+    pub report_html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -10,10 +10,13 @@
 //!   drops and counts), [`proxy::upstream`] (connecting, outage logging).
 //! - [`analysis`]: the thread that drains the tap into the analyzers' pipeline.
 //! - [`output`]: writing reports atomically, and the end-of-run summary.
+//! - [`admin`]: the live HTTP endpoint; [`metrics`]: its Prometheus text.
 //!
 //! The codec is the `mongotap-wire` crate; everything learned from the traffic is in
 //! `mongotap-analyzers`.
 
+pub mod admin;
 pub mod analysis;
+pub mod metrics;
 pub mod output;
 pub mod proxy;

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
 }
 
 fn outputs(o: &cli::ReportOutputs) -> Outputs {
-    Outputs { json: o.report_json.clone(), markdown: o.report_md.clone() }
+    Outputs { json: o.report_json.clone(), markdown: o.report_md.clone(), html: o.report_html.clone() }
 }
 
 fn run_proxy(args: ProxyArgs) -> Result<(), String> {
@@ -51,6 +51,16 @@ fn run_proxy(args: ProxyArgs) -> Result<(), String> {
         let proxy = Proxy::start_with(config.clone(), pipeline)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        if args.admin != "off" {
+            match tokio::net::TcpListener::bind(&args.admin).await {
+                Ok(l) => {
+                    tracing::info!(admin = %args.admin, "admin endpoint: /metrics /report.json /report.html /healthz");
+                    let (shared, pipeline) = (proxy.shared().clone(), proxy.analysis().pipeline().clone());
+                    tokio::spawn(mongotap::admin::serve(l, shared, pipeline));
+                }
+                Err(e) => tracing::warn!("admin endpoint not started: cannot listen on {}: {e}", args.admin),
+            }
+        }
         let mut every = tokio::time::interval(Duration::from_secs(args.report_interval.max(1)));
         every.tick().await;
         let stop = shutdown_signal();

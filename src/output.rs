@@ -6,19 +6,20 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-use mongotap_analyzers::report::{json, markdown, Report};
+use mongotap_analyzers::report::{html, json, markdown, Report};
 
 /// Where reports go; any combination.
 #[derive(Debug, Clone, Default)]
 pub struct Outputs {
     pub json: Option<std::path::PathBuf>,
     pub markdown: Option<std::path::PathBuf>,
+    pub html: Option<std::path::PathBuf>,
 }
 
 impl Outputs {
     /// Whether any output is asked for.
     pub fn any(&self) -> bool {
-        self.json.is_some() || self.markdown.is_some()
+        self.json.is_some() || self.markdown.is_some() || self.html.is_some()
     }
 
     /// Writes every asked-for format.
@@ -28,6 +29,9 @@ impl Outputs {
         }
         if let Some(p) = &self.markdown {
             write_atomically(p, markdown::render(r).as_bytes())?;
+        }
+        if let Some(p) = &self.html {
+            write_atomically(p, html::render(r).as_bytes())?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! renders. The JSON form is a contract (`REPORT-CONTRACT.md`, schema 1) that CI
 //! gates and dashboards read; Markdown is for pull requests and wikis.
 
+pub mod html;
 pub mod json;
 pub mod markdown;
 
@@ -103,6 +104,9 @@ pub struct AccessPattern {
     pub errors_by_code: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor_of: Option<String>,
+    /// Latency distribution: (upper bound in ms, operations), doubling buckets.
+    #[serde(default)]
+    pub latency_histogram_ms: Vec<(f64, u64)>,
     #[serde(default)]
     pub first_seen: String,
     #[serde(default)]
@@ -215,6 +219,7 @@ impl Report {
                     statements: r.statements,
                     errors_by_code: r.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
                     cursor_of: r.cursor_of.clone(),
+                    latency_histogram_ms: histogram_ms(&r.latency_us),
                     first_seen: rfc3339(r.first_seen),
                     last_seen: rfc3339(r.last_seen),
                 }
@@ -257,6 +262,21 @@ impl Report {
             },
         }
     }
+}
+
+/// Doubling buckets from 0.064 ms, trailing empty buckets cut.
+fn histogram_ms(h: &hdrhistogram::Histogram<u32>) -> Vec<(f64, u64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<(f64, u64)> = h
+        .iter_log(64, 2.0)
+        .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.count_since_last_iteration()))
+        .collect();
+    while out.last().is_some_and(|b| b.1 == 0) {
+        out.pop();
+    }
+    out
 }
 
 fn round(x: f64, places: i32) -> f64 {

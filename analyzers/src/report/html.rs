@@ -1,0 +1,341 @@
+//! The HTML report: one self-contained file (no network, no external script), readable
+//! on a laptop. Charts are inline SVG drawn here; a few lines of script sort the table.
+//! Opened with `#selftest`, the page checks its own charts and sorting and says so in
+//! `#selftest`, which the headless-browser test reads.
+
+use std::fmt::Write;
+
+use super::markdown::compact;
+use super::{AccessPattern, Report};
+
+/// Renders the report as one HTML document.
+pub fn render(r: &Report) -> String {
+    let t = &r.totals;
+    let mut s = String::with_capacity(64 * 1024);
+    let _ = write!(
+        s,
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>mongotap report</title>
+<style>{CSS}</style></head><body>
+<header><h1>mongotap report</h1>
+<p class="meta">{ops} operations on {conns} connections over {secs:.1} s ({start} to {end}) &middot;
+{dropped} events dropped &middot; {errors} parse errors &middot; {findings} findings</p></header>
+"#,
+        ops = t.operations,
+        conns = t.connections,
+        secs = r.window.seconds,
+        start = esc(&r.window.start),
+        end = esc(&r.window.end),
+        dropped = t.events_dropped,
+        errors = t.parse_errors,
+        findings = r.findings.len(),
+    );
+
+    let _ = writeln!(s, "<section><h2>Operations per second</h2>{}</section>", timeline_svg(&r.timeline));
+
+    let _ = writeln!(s, "<section><h2>Access patterns</h2><p class=\"hint\">Click a column to sort.</p>");
+    let _ = writeln!(
+        s,
+        "<table id=\"patterns\" class=\"sortable\"><thead><tr>\
+<th data-type=\"num\">#</th><th>Operation</th><th>Namespace</th><th>Shape</th>\
+<th data-type=\"num\">Count</th><th data-type=\"num\">Share</th><th data-type=\"num\">Rate/s</th>\
+<th data-type=\"num\">p50 ms</th><th data-type=\"num\">p95 ms</th><th data-type=\"num\">p99 ms</th>\
+<th>Latency distribution</th><th data-type=\"num\">Docs (mean)</th><th data-type=\"num\">Errors</th>\
+<th>Data needed</th><th>Apps</th></tr></thead><tbody>"
+    );
+    for (i, p) in r.access_patterns.iter().enumerate() {
+        row(&mut s, i + 1, p);
+    }
+    let _ = writeln!(s, "</tbody></table></section>");
+
+    let _ = writeln!(s, "<section><h2>Findings</h2>");
+    if r.findings.is_empty() {
+        let _ = writeln!(s, "<p>No findings.</p>");
+    }
+    for f in &r.findings {
+        let _ = writeln!(
+            s,
+            "<article class=\"finding {sev}\"><h3><span class=\"sev\">{sev}</span> {kind} on <code>{ns}</code></h3>\
+<p>{rec}</p><p class=\"evidence\">Evidence: <code>{ev}</code></p>{fix}</article>",
+            sev = esc(&f.severity),
+            kind = esc(&f.kind),
+            ns = esc(&f.namespace),
+            rec = esc(&f.recommendation),
+            ev = esc(&f.evidence.to_string()),
+            fix = f.fix.as_ref().map_or(String::new(), |x| format!("<pre>{}</pre>", esc(x))),
+        );
+    }
+    let _ = writeln!(s, "</section>");
+
+    let _ = writeln!(s, "<section><h2>Read/write mix per collection</h2>{}</section>", mix_svg(r));
+
+    if !r.apps.is_empty() {
+        let _ = writeln!(s, "<section><h2>Applications</h2><table><tr><th>App</th><th>Operations</th><th>Namespaces</th></tr>");
+        for a in &r.apps {
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                esc(&a.app),
+                a.operations,
+                esc(&a.namespaces.join(", "))
+            );
+        }
+        let _ = writeln!(s, "</table></section>");
+    }
+    let tr = &r.traffic;
+    let _ = writeln!(
+        s,
+        "<section><h2>Traffic notes</h2><ul><li>Requests {}, replies {}; unpaired replies {}, unanswered requests {}.</li>\
+<li>Compressed messages: {}.</li><li>Legacy opcodes: {}.</li><li>Too large to analyse: {}. Shapes over the cap: {}.</li></ul></section>",
+        t.requests,
+        t.replies,
+        tr.unpaired_replies,
+        tr.unanswered,
+        esc(&kv(&tr.compressed_messages)),
+        esc(&kv(&tr.legacy_messages)),
+        tr.too_large,
+        tr.other_shapes
+    );
+    let _ = write!(s, "<pre id=\"selftest\" hidden></pre>\n<script>{JS}</script>\n</body></html>\n");
+    s
+}
+
+fn row(s: &mut String, n: usize, p: &AccessPattern) {
+    let lat = |f: fn(&super::Latency) -> f64| {
+        p.latency_ms.as_ref().map_or(String::new(), |l| format!("{:.2}", f(l)))
+    };
+    let _ = writeln!(
+        s,
+        "<tr class=\"{cat}\"><td class=\"n\">{n}</td><td>{cmd}</td><td><code>{ns}</code></td>\
+<td><details><summary><code>{short}</code></summary><pre>{full}</pre></details></td>\
+<td class=\"n\">{count}</td><td class=\"n\" data-v=\"{share}\">{pct:.1}%</td><td class=\"n\">{rate:.2}</td>\
+<td class=\"n\">{p50}</td><td class=\"n\">{p95}</td><td class=\"n\">{p99}</td><td>{hist}</td>\
+<td class=\"n\">{docs:.1}</td><td class=\"n\">{errors}</td><td>{fields}</td><td>{apps}</td></tr>",
+        cat = esc(&p.category),
+        cmd = esc(&p.command),
+        ns = esc(&p.namespace),
+        short = esc(&compact(&p.shape, 70)),
+        full = esc(&serde_json::to_string_pretty(&p.shape).unwrap_or_default()),
+        count = p.count,
+        share = p.share,
+        pct = p.share * 100.0,
+        rate = p.rate_per_s,
+        p50 = lat(|l| l.p50),
+        p95 = lat(|l| l.p95),
+        p99 = lat(|l| l.p99),
+        hist = histogram_svg(&p.latency_histogram_ms),
+        docs = p.docs_returned.mean,
+        errors = p.errors,
+        fields = esc(&p.fields_read.join(", ")),
+        apps = esc(&p.apps.join(", ")),
+    );
+}
+
+/// Slots of the latency chart: doubling from 0.064 ms, so the last is about 2 s and
+/// up; every row uses the same axis, so bar positions compare across rows.
+const HIST_SLOTS: usize = 16;
+
+/// A small bar chart of a latency distribution (doubling buckets on a shared axis).
+fn histogram_svg(buckets: &[(f64, u64)]) -> String {
+    if buckets.is_empty() {
+        return String::new();
+    }
+    let mut slots = [0u64; HIST_SLOTS];
+    for (i, (_, count)) in buckets.iter().enumerate() {
+        slots[i.min(HIST_SLOTS - 1)] += count;
+    }
+    let max = slots.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let (w, h) = (160.0, 28.0);
+    let bw = w / HIST_SLOTS as f64;
+    let mut s = format!(
+        "<svg class=\"chart hist\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">"
+    );
+    s.push_str(&format!("<line x1=\"0\" y1=\"{h}\" x2=\"{w}\" y2=\"{h}\" stroke=\"#d0d7de\"/>"));
+    for (i, count) in slots.iter().enumerate().filter(|(_, c)| **c > 0) {
+        let bh = (h - 2.0) * (*count as f64 / max).max(0.08);
+        let upper = 0.064 * f64::powi(2.0, i as i32);
+        let label = if i == HIST_SLOTS - 1 {
+            format!("&gt; {:.0} ms", upper / 2.0)
+        } else {
+            format!("&le; {upper} ms")
+        };
+        let _ = write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\"><title>{label}: {count}</title></rect>",
+            i as f64 * bw + 0.5,
+            h - bh,
+            bw - 1.0
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Operations per second over the run, as bars (grouped when the run is long).
+fn timeline_svg(points: &[(u64, u64)]) -> String {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return "<p>No operations.</p>".into();
+    };
+    let span = (last.0 - first.0 + 1) as usize;
+    let group = span.div_ceil(240).max(1);
+    let mut bars = vec![0u64; span.div_ceil(group)];
+    for (sec, n) in points {
+        bars[((sec - first.0) as usize) / group] += n;
+    }
+    let max = bars.iter().copied().max().unwrap_or(1).max(1) as f64;
+    let (w, h) = (960.0, 160.0);
+    let bw = w / bars.len() as f64;
+    let mut s = format!(
+        "<svg class=\"chart timeline\" width=\"100%\" height=\"{}\" viewBox=\"0 0 {w} {}\" preserveAspectRatio=\"none\" role=\"img\">",
+        h + 20.0,
+        h + 20.0
+    );
+    for (i, n) in bars.iter().enumerate() {
+        let bh = (h - 4.0) * (*n as f64 / max);
+        let _ = write!(
+            s,
+            "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\"><title>+{}s: {:.1} ops/s</title></rect>",
+            i as f64 * bw,
+            h - bh,
+            (bw - 0.5).max(0.5),
+            i * group,
+            *n as f64 / group as f64
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"0\" y=\"{}\">0 s</text><text x=\"{w}\" y=\"{}\" text-anchor=\"end\">{span} s; peak {:.0} ops/s</text></svg>",
+        h + 16.0,
+        h + 16.0,
+        max / group as f64
+    );
+    s
+}
+
+/// Reads and writes per collection as horizontal stacked bars.
+fn mix_svg(r: &Report) -> String {
+    let rows: Vec<_> = r.collections.iter().filter(|c| c.reads + c.writes > 0).collect();
+    if rows.is_empty() {
+        return "<p>No reads or writes.</p>".into();
+    }
+    let max = rows.iter().map(|c| c.reads + c.writes).max().unwrap_or(1).max(1) as f64;
+    let (w, lh) = (960.0, 26.0);
+    let mut s = format!(
+        "<svg class=\"chart mix\" width=\"100%\" viewBox=\"0 0 {w} {}\" role=\"img\">",
+        lh * rows.len() as f64 + 24.0
+    );
+    for (i, c) in rows.iter().enumerate() {
+        let y = i as f64 * lh;
+        let scale = (w - 260.0) / max;
+        let (rw, ww) = (c.reads as f64 * scale, c.writes as f64 * scale);
+        let _ = write!(
+            s,
+            "<text x=\"0\" y=\"{:.1}\">{}</text>\
+<rect class=\"reads\" x=\"200\" y=\"{:.1}\" width=\"{rw:.1}\" height=\"18\"><title>{} reads</title></rect>\
+<rect class=\"writes\" x=\"{:.1}\" y=\"{:.1}\" width=\"{ww:.1}\" height=\"18\"><title>{} writes</title></rect>\
+<text x=\"{:.1}\" y=\"{:.1}\">{} r / {} w</text>",
+            y + 14.0,
+            esc(&c.namespace),
+            y + 1.0,
+            c.reads,
+            200.0 + rw,
+            y + 1.0,
+            c.writes,
+            206.0 + rw + ww,
+            y + 14.0,
+            c.reads,
+            c.writes
+        );
+    }
+    let _ = write!(
+        s,
+        "<rect class=\"reads\" x=\"200\" y=\"{0:.1}\" width=\"12\" height=\"12\"/><text x=\"216\" y=\"{1:.1}\">reads</text>\
+<rect class=\"writes\" x=\"270\" y=\"{0:.1}\" width=\"12\" height=\"12\"/><text x=\"286\" y=\"{1:.1}\">writes</text></svg>",
+        lh * rows.len() as f64 + 6.0,
+        lh * rows.len() as f64 + 17.0
+    );
+    s
+}
+
+fn kv(m: &std::collections::BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Escapes text for HTML content and attributes.
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 24px 40px;color:#1b1f24;background:#fff}
+header{border-bottom:1px solid #d0d7de;margin-bottom:8px}h1{margin:16px 0 4px;font-size:22px}
+h2{font-size:17px;margin:22px 0 8px}.meta,.hint{color:#57606a;margin:4px 0 10px}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eaeef2;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none;white-space:nowrap}
+th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}details pre{margin:4px 0;max-width:520px;overflow:auto}
+svg.chart rect{fill:#0969da}svg.mix rect.writes{fill:#cf222e}svg.mix rect.reads{fill:#0969da}svg text{font-size:12px;fill:#57606a}
+.finding{border-left:4px solid #d0d7de;padding:4px 12px;margin:8px 0}.finding.high{border-color:#cf222e}.finding.medium{border-color:#bf8700}
+.sev{text-transform:uppercase;font-size:11px;color:#57606a}
+"#;
+
+const JS: &str = r#"
+(function(){
+  function key(td, num){ var v = td.getAttribute('data-v') || td.textContent.trim(); if(!num) return v.toLowerCase(); var x = parseFloat(v); return isNaN(x) ? -Infinity : x; }
+  function sortBy(table, i){
+    var th = table.tHead.rows[0].cells[i], num = th.getAttribute('data-type') === 'num';
+    var asc = !th.classList.contains('asc');
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function(c){ c.classList.remove('asc','desc'); });
+    th.classList.add(asc ? 'asc' : 'desc');
+    var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function(a, b){ var x = key(a.cells[i], num), y = key(b.cells[i], num); return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
+    rows.forEach(function(r){ body.appendChild(r); });
+  }
+  document.querySelectorAll('table.sortable').forEach(function(t){
+    Array.prototype.forEach.call(t.tHead.rows[0].cells, function(th, i){ th.addEventListener('click', function(){ sortBy(t, i); }); });
+  });
+  if (location.hash === '#selftest') {
+    var out = [], t = document.getElementById('patterns'), col = 4;
+    function counts(){ return Array.prototype.map.call(t.tBodies[0].rows, function(r){ return parseFloat(r.cells[col].textContent); }); }
+    t.tHead.rows[0].cells[col].click(); var up = counts();
+    t.tHead.rows[0].cells[col].click(); var down = counts();
+    var sortedUp = up.every(function(v, i){ return i === 0 || up[i-1] <= v; });
+    var sortedDown = down.every(function(v, i){ return i === 0 || down[i-1] >= v; });
+    var bars = document.querySelectorAll('svg.chart rect').length;
+    var drawn = Array.prototype.filter.call(document.querySelectorAll('svg.chart'), function(s){ var b = s.getBoundingClientRect(); return b.width > 0 && b.height > 0; }).length;
+    out.push('rows=' + up.length, 'sorted_up=' + sortedUp, 'sorted_down=' + sortedDown, 'chart_rects=' + bars, 'charts_drawn=' + drawn);
+    var ok = up.length > 1 && sortedUp && sortedDown && bars > 0 && drawn >= 2;
+    var el = document.getElementById('selftest'); el.hidden = false; el.textContent = 'selftest: ' + (ok ? 'ok' : 'FAILED') + ' ' + out.join(' ');
+  }
+})();
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_draws() {
+        assert_eq!(esc("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+        let svg = histogram_svg(&[(0.064, 0), (0.128, 3), (0.256, 1)]);
+        assert_eq!(svg.matches("<rect").count(), 2, "empty slots draw nothing");
+        assert!(timeline_svg(&[(100, 5), (102, 10)]).contains("peak 10 ops/s"));
+        assert_eq!(timeline_svg(&[]), "<p>No operations.</p>");
+    }
+}
