@@ -14,7 +14,7 @@ pub struct Cli {
     pub command: Commands,
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 success; 1 runtime failure (cannot bind, cannot write a report, unreadable input); 2 bad usage.\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=mongotap=debug) to see more.";
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 runtime failure (cannot bind, cannot write a report, unreadable input); 2 bad usage; 3 the CI gate found something new (mongotap report --baseline).\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=mongotap=debug) to see more.";
 
 #[derive(Debug, Subcommand)]
 pub enum Commands {
@@ -22,9 +22,11 @@ pub enum Commands {
     ///
     /// Example: mongotap proxy --listen 127.0.0.1:27018 --upstream 127.0.0.1:27017 --report-md report.md
     Proxy(ProxyArgs),
-    /// Re-render a saved JSON report.
+    /// Re-render a saved JSON report, and gate CI on what is new versus a baseline.
     ///
     /// Example: mongotap report out/report.json --report-md out/report.md
+    ///
+    /// Example: mongotap report new.json --baseline main.json --fail-on missing_index,n_plus_one,new_shape
     Report(ReportArgs),
 }
 
@@ -80,6 +82,19 @@ pub struct ReportArgs {
     pub input: PathBuf,
     #[command(flatten)]
     pub outputs: ReportOutputs,
+    /// A baseline JSON report (say, from the main branch) to compare with; see --fail-on.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: exit 3 if a new finding of these kinds appears (finding kinds such as
+    /// missing_index, n_plus_one; "any" for every kind; "new_shape" for a new read or write shape).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "KIND,...",
+        requires = "baseline",
+        default_value = "any"
+    )]
+    pub fail_on: Vec<String>,
 }
 
 impl ProxyArgs {

@@ -11,7 +11,7 @@ use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
 use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;
-use mongotap_analyzers::report::{json, Report, RunFacts};
+use mongotap_analyzers::report::{gate, json, Report, RunFacts};
 use mongotap_analyzers::table::TableLimits;
 
 fn main() -> ExitCode {
@@ -23,11 +23,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Commands::Proxy(args) => run_proxy(args),
+        Commands::Proxy(args) => run_proxy(args).map(|()| ExitCode::SUCCESS),
         Commands::Report(args) => run_report(args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("mongotap: {e}");
             ExitCode::from(1)
@@ -108,15 +108,37 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-fn run_report(args: ReportArgs) -> Result<(), String> {
-    let text =
-        std::fs::read_to_string(&args.input).map_err(|e| format!("reading {}: {e}", args.input.display()))?;
-    let r = json::parse(&text)
-        .map_err(|e| format!("{} is not a mongotap JSON report: {e}", args.input.display()))?;
+fn read_report(path: &std::path::Path) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    json::parse(&text).map_err(|e| format!("{} is not a mongotap JSON report: {e}", path.display()))
+}
+
+fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
+    let r = read_report(&args.input)?;
     let outs = outputs(&args.outputs);
-    if !outs.any() {
+    if outs.any() {
+        outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
+    } else if args.baseline.is_none() {
         print!("{}", mongotap_analyzers::report::markdown::render(&r));
-        return Ok(());
     }
-    outs.write(&r).map_err(|e| format!("writing the report: {e}"))
+    let Some(baseline) = &args.baseline else { return Ok(ExitCode::SUCCESS) };
+    let verdict = gate::compare(&r, &read_report(baseline)?, &args.fail_on);
+    for line in verdict.new_findings.iter().chain(&verdict.new_shapes) {
+        println!("{line}");
+    }
+    if verdict.fails() {
+        println!(
+            "mongotap gate: FAILED ({} new findings, {} new shapes versus {})",
+            verdict.new_findings.len(),
+            verdict.new_shapes.len(),
+            baseline.display()
+        );
+        return Ok(ExitCode::from(3));
+    }
+    println!(
+        "mongotap gate: passed (nothing new of {} versus {})",
+        args.fail_on.join(","),
+        baseline.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -63,6 +63,7 @@ async fn exact_counts_for_a_scripted_workload() {
     let analysis = proxy.shutdown().await;
     let p = analysis.pipeline().lock().unwrap();
     let report = Report::build(&p, RunFacts::default());
+    assert_valid_report(&mongotap_analyzers::report::json::render(&report));
     let data: Vec<_> = report.access_patterns.iter().filter(|r| r.category != "command").collect();
     let rows: Vec<(String, String, u64)> =
         data.iter().map(|r| (r.command.clone(), r.shape.to_string(), r.count)).collect();

@@ -66,6 +66,7 @@ async fn metrics_reports_and_health_over_http() {
 
     let (status, body) = get(admin_addr, "/report.json").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_valid_report(&body);
     let r = json::parse(&body).unwrap();
     assert!(r.access_patterns.iter().any(|p| p.command == "find" && p.count == 9));
     let (_, html) = get(admin_addr, "/report.html").await;

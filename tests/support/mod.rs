@@ -122,3 +122,15 @@ pub async fn start_proxy(upstream: &str) -> Proxy {
 pub fn uri(addr: SocketAddr, app: &str) -> String {
     format!("mongodb://{addr}/?directConnection=true&appName={app}&serverSelectionTimeoutMS=5000")
 }
+
+/// Validates a JSON report against `schemas/report.schema.json`.
+pub fn assert_valid_report(report_json: &str) {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("schemas/report.schema.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let instance: serde_json::Value = serde_json::from_str(report_json).unwrap();
+    let errors: Vec<String> =
+        validator.iter_errors(&instance).map(|e| format!("{e} at {}", e.instance_path)).collect();
+    assert!(errors.is_empty(), "report violates the schema: {errors:#?}");
+}

@@ -2,6 +2,7 @@
 //! renders. The JSON form is a contract (`REPORT-CONTRACT.md`, schema 1) that CI
 //! gates and dashboards read; Markdown is for pull requests and wikis.
 
+pub mod gate;
 pub mod html;
 pub mod json;
 pub mod markdown;

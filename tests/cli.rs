@@ -1,0 +1,112 @@
+//! The `mongotap` binary's report subcommand: re-rendering a saved report, and the CI
+//! gate on a baseline with and without something new (exit codes 0 and 3).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+use support::*;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mongotap"))
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mongotap-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The golden report of the pymongo capture: a real report with real shapes.
+fn base() -> Value {
+    let text = std::fs::read_to_string(root().join("analyzers/tests/golden/pymongo.report.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn write(path: &Path, v: &Value) {
+    std::fs::write(path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+fn gate(new: &Path, baseline: &Path, fail_on: &str) -> (i32, String) {
+    let out = bin()
+        .arg("report")
+        .arg(new)
+        .arg("--baseline")
+        .arg(baseline)
+        .args(["--fail-on", fail_on])
+        .output()
+        .unwrap();
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_gate_fails_only_on_something_new_of_the_kinds_asked_for() {
+    let d = dir();
+    let (old, new) = (d.join("old.json"), d.join("new.json"));
+    write(&old, &base());
+
+    // Nothing new: passes.
+    write(&new, &base());
+    let (code, out) = gate(&new, &old, "missing_index,n_plus_one,new_shape");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("mongotap gate: passed"));
+
+    // A new missing_index finding (hand-made: the detectors come later).
+    let mut with_finding = base();
+    with_finding["findings"] = json!([{
+        "kind": "missing_index", "severity": "high", "namespace": "fx.items", "shape_ids": ["0123456789abcdef"],
+        "evidence": {"count": 4, "existing_indexes": [[["_id", 1]]]},
+        "recommendation": "Create an index that serves equality on k.",
+        "index": {"key": [["k", 1]]}, "fix": "db.items.createIndex({k: 1})"
+    }]);
+    assert_valid_report(&serde_json::to_string(&with_finding).unwrap());
+    write(&new, &with_finding);
+    let (code, out) = gate(&new, &old, "missing_index,n_plus_one");
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("new finding missing_index (high) on fx.items"), "{out}");
+    assert_eq!(gate(&new, &old, "n_plus_one").0, 0, "an unwatched kind does not fail");
+    assert_eq!(gate(&new, &new, "missing_index").0, 0, "a finding already in the baseline does not fail");
+
+    // A new read shape: the baseline lacks one of the current shapes.
+    let mut fewer = base();
+    let removed = fewer["access_patterns"].as_array_mut().unwrap().remove(0);
+    write(&old, &fewer);
+    write(&new, &base());
+    let (code, out) = gate(&new, &old, "new_shape");
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains(&format!("new shape {}", removed["shape_id"].as_str().unwrap())), "{out}");
+    assert_eq!(gate(&new, &old, "missing_index").0, 0, "new shapes fail only when asked for");
+}
+
+#[test]
+fn a_saved_report_re_renders_in_every_format() {
+    let d = dir();
+    let input = d.join("in.json");
+    write(&input, &base());
+    let status = bin()
+        .arg("report")
+        .arg(&input)
+        .arg("--report-md")
+        .arg(d.join("r.md"))
+        .arg("--report-html")
+        .arg(d.join("r.html"))
+        .arg("--report-json")
+        .arg(d.join("r.json"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let golden_md = std::fs::read_to_string(root().join("analyzers/tests/golden/pymongo.report.md")).unwrap();
+    assert_eq!(std::fs::read_to_string(d.join("r.md")).unwrap(), golden_md);
+    assert_valid_report(&std::fs::read_to_string(d.join("r.json")).unwrap());
+    assert!(std::fs::read_to_string(d.join("r.html")).unwrap().contains("id=\"patterns\""));
+    let bad = bin().arg("report").arg(d.join("missing.json")).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("reading"));
+    assert_eq!(
+        bin().args(["report", "--fail-on", "x"]).output().unwrap().status.code(),
+        Some(2),
+        "usage errors exit 2"
+    );
+}
