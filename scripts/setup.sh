@@ -24,10 +24,11 @@ if command -v npm >/dev/null 2>&1 && [ ! -d tests/node/node_modules/mongodb ]; t
   (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null)
 fi
 
-# Debian: independent checkers and the benchmark baseline.
+# Debian: independent checkers, the benchmark baseline, and a browser for the HTML report's test.
 missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing ${missing[*]} from Debian"

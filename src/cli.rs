@@ -32,6 +32,10 @@ pub enum Commands {
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
+    /// A TOML file with any of these flags as keys (listen = "...", max_shapes = 500, ...).
+    /// Flags and MONGOTAP_* variables take precedence over it.
+    #[arg(long, env = "MONGOTAP_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
     /// Address clients connect to (point your application's URI here, with directConnection=true).
     #[arg(long, env = "MONGOTAP_LISTEN", default_value = "127.0.0.1:27018")]
     pub listen: String,
@@ -58,6 +62,10 @@ pub struct ProxyArgs {
     /// Distinct shapes kept in the table; operations of further shapes are counted in one "other shapes" row.
     #[arg(long, env = "MONGOTAP_MAX_SHAPES", default_value_t = 10_000)]
     pub max_shapes: usize,
+    /// Put one literal example per shape in the reports. Off by default: reports then
+    /// carry placeholders only. Auth commands never have examples.
+    #[arg(long, env = "MONGOTAP_SHOW_VALUES")]
+    pub show_values: bool,
     /// Events queued for analysis before the tap starts dropping (and counting) them.
     #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 65_536)]
     pub tap_capacity: usize,

@@ -9,6 +9,7 @@
 //!   [`proxy::pump`] (one direction: read, forward, tap), [`proxy::tap`] (bounded,
 //!   drops and counts), [`proxy::upstream`] (connecting, outage logging).
 //! - [`analysis`]: the thread that drains the tap into the analyzers' pipeline.
+//! - [`config`]: the optional TOML file.
 //! - [`output`]: writing reports atomically, and the end-of-run summary.
 //! - [`admin`]: the live HTTP endpoint; [`metrics`]: its Prometheus text.
 //!
@@ -17,6 +18,7 @@
 
 pub mod admin;
 pub mod analysis;
+pub mod config;
 pub mod metrics;
 pub mod output;
 pub mod proxy;

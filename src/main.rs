@@ -15,6 +15,18 @@ use mongotap_analyzers::report::{gate, json, Report, RunFacts};
 use mongotap_analyzers::table::TableLimits;
 
 fn main() -> ExitCode {
+    // The config file only fills in MONGOTAP_* variables the environment lacks; this
+    // runs before any thread exists, so changing the environment is sound.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(path) = mongotap::config::path_from(&args) {
+        match mongotap::config::read(&path) {
+            Ok(vars) => vars.into_iter().for_each(|(k, v)| std::env::set_var(k, v)),
+            Err(e) => {
+                eprintln!("mongotap: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -44,7 +56,11 @@ fn run_proxy(args: ProxyArgs) -> Result<(), String> {
     let outs = outputs(&args.outputs);
     let pipeline = Pipeline::new(
         Limits::default(),
-        TableLimits { max_shapes: args.max_shapes.max(1), ..TableLimits::default() },
+        TableLimits {
+            max_shapes: args.max_shapes.max(1),
+            show_values: args.show_values,
+            ..TableLimits::default()
+        },
     );
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {

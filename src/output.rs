@@ -79,7 +79,18 @@ pub fn summary(r: &Report) -> String {
             );
         }
     }
-    let _ = writeln!(s, "findings: {}", r.findings.len());
+    let by = |sev: &str| r.findings.iter().filter(|f| f.severity == sev).count();
+    let _ = writeln!(
+        s,
+        "findings: {} (high {}, medium {}, low {})",
+        r.findings.len(),
+        by("high"),
+        by("medium"),
+        by("low")
+    );
+    for f in r.findings.iter().filter(|f| f.severity == "high").take(5) {
+        let _ = writeln!(s, "  high  {} on {}: {}", f.kind, f.namespace, f.recommendation);
+    }
     s
 }
 

@@ -110,3 +110,56 @@ fn a_saved_report_re_renders_in_every_format() {
         "usage errors exit 2"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_from_a_config_file_writes_every_report_on_sigterm() {
+    use bson::{doc, Document};
+    let upstream = Upstream::start();
+    let d = dir();
+    let port = free_port();
+    let config = d.join("mongotap.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nupstream = \"mongodb://{}/?directConnection=true\"\nadmin = \"off\"\n\
+             report_json = \"{}\"\nreport_md = \"{}\"\nreport_html = \"{}\"\n",
+            upstream.addr(),
+            d.join("live.json").display(),
+            d.join("live.md").display(),
+            d.join("live.html").display()
+        ),
+    )
+    .unwrap();
+    let child =
+        bin().args(["proxy", "--config"]).arg(&config).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let client = mongodb::Client::with_uri_str(uri(addr, "config-e2e")).await.unwrap();
+    let c = client.database("cfg").collection::<Document>("c");
+    c.insert_one(doc! {"a": 1}).await.unwrap();
+    for _ in 0..4 {
+        c.find_one(doc! {"a": 1}).await.unwrap();
+    }
+    client.shutdown().await;
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("mongotap: ") && stderr.contains("findings: 0"),
+        "the end-of-run summary: {stderr}"
+    );
+    let json_text = std::fs::read_to_string(d.join("live.json")).unwrap();
+    assert_valid_report(&json_text);
+    let report: Value = serde_json::from_str(&json_text).unwrap();
+    let finds =
+        report["access_patterns"].as_array().unwrap().iter().find(|p| p["command"] == "find").unwrap();
+    assert_eq!(finds["count"], 4);
+    assert!(std::fs::read_to_string(d.join("live.md")).unwrap().contains("| find `cfg.c`"));
+    assert!(std::fs::read_to_string(d.join("live.html")).unwrap().starts_with("<!doctype html>"));
+}

@@ -27,11 +27,20 @@ pub struct TableLimits {
     pub max_names: usize,
     /// Seconds of op-rate timeline kept.
     pub timeline_seconds: usize,
+    /// Keep one literal example per row (`--show-values`). Off by default: shapes
+    /// alone never carry a value. Auth commands never have one.
+    pub show_values: bool,
 }
 
 impl Default for TableLimits {
     fn default() -> Self {
-        TableLimits { max_shapes: 10_000, max_cursors: 100_000, max_names: 32, timeline_seconds: 3600 }
+        TableLimits {
+            max_shapes: 10_000,
+            max_cursors: 100_000,
+            max_names: 32,
+            timeline_seconds: 3600,
+            show_values: false,
+        }
     }
 }
 
@@ -77,6 +86,8 @@ pub struct Row {
     pub first_seen: Micros,
     /// Last time seen.
     pub last_seen: Micros,
+    /// One literal example of the command, only with `show_values`.
+    pub example: Option<Value>,
 }
 
 impl Row {
@@ -107,6 +118,7 @@ impl Row {
             fields_read: BTreeSet::new(),
             first_seen: at,
             last_seen: at,
+            example: None,
         }
     }
 
@@ -280,10 +292,50 @@ impl AccessTable {
         if row.apps.contains_key(app) || row.apps.len() < self.limits.max_names {
             *row.apps.entry(app.to_owned()).or_default() += 1;
         }
+        if self.limits.show_values && row.example.is_none() && !op.sensitive {
+            row.example = example(op);
+        }
         if category == Category::Read && row.fields_read.len() < self.limits.max_names {
             note_fields_read(row, op, self.limits.max_names);
         }
         id
+    }
+}
+
+/// Envelope fields that say nothing about the query.
+const ENVELOPE: &[&str] =
+    &["$db", "lsid", "$clusterTime", "txnNumber", "$readPreference", "autocommit", "startTransaction"];
+
+/// The command as relaxed Extended JSON, without its envelope, its document
+/// sequences folded in, and arrays cut to three elements.
+fn example(op: &Operation) -> Option<Value> {
+    let cmd = op.command_view()?;
+    let mut doc = bson::Document::try_from(cmd.body).ok()?;
+    for k in ENVELOPE {
+        doc.remove(*k);
+    }
+    for seq in &cmd.sequences {
+        let docs: Vec<bson::Bson> = seq
+            .documents
+            .iter()
+            .take(3)
+            .filter_map(|d| d.to_document().ok().map(bson::Bson::Document))
+            .collect();
+        doc.insert(seq.identifier.clone(), docs);
+    }
+    let mut v = bson::Bson::Document(doc).into_relaxed_extjson();
+    cut_arrays(&mut v);
+    Some(v)
+}
+
+fn cut_arrays(v: &mut Value) {
+    match v {
+        Value::Array(a) => {
+            a.truncate(3);
+            a.iter_mut().for_each(cut_arrays);
+        }
+        Value::Object(m) => m.values_mut().for_each(cut_arrays),
+        _ => {}
     }
 }
 
@@ -421,6 +473,30 @@ mod tests {
         let other = rows.iter().find(|r| r.shape_id == OTHER_SHAPES).unwrap();
         assert_eq!(other.count, 7);
         assert_eq!(rows.iter().map(|r| r.count).sum::<u64>(), 10, "nothing silently lost");
+    }
+
+    #[test]
+    fn examples_only_with_show_values_and_never_for_auth() {
+        let mut h = Harness::new(TableLimits::default());
+        h.exchange(
+            doc! {"find": "c", "filter": {"email": "a@b.c"}, "lsid": {"id": 1}, "$db": "t"},
+            batch(0, 0, true),
+            10,
+        );
+        assert!(h.t.rows()[0].example.is_none(), "values are redacted by default");
+
+        let mut h = Harness::new(TableLimits { show_values: true, ..TableLimits::default() });
+        h.exchange(
+            doc! {"find": "c", "filter": {"email": "a@b.c"}, "lsid": {"id": 1}, "$db": "t"},
+            batch(0, 0, true),
+            10,
+        );
+        h.exchange(doc! {"saslStart": 1, "payload": "secret", "$db": "admin"}, doc! {"ok": 1}, 10);
+        let rows = h.t.rows();
+        let find = rows.iter().find(|r| r.command == "find").unwrap();
+        assert_eq!(find.example, Some(json!({"find": "c", "filter": {"email": "a@b.c"}})));
+        let sasl = rows.iter().find(|r| r.command == "saslStart").unwrap();
+        assert!(sasl.example.is_none());
     }
 
     #[test]

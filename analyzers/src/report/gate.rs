@@ -95,6 +95,7 @@ mod tests {
             errors_by_code: Default::default(),
             cursor_of: None,
             latency_histogram_ms: vec![],
+            example: None,
             first_seen: String::new(),
             last_seen: String::new(),
         }

@@ -109,7 +109,7 @@ fn row(s: &mut String, n: usize, p: &AccessPattern) {
     let _ = writeln!(
         s,
         "<tr class=\"{cat}\"><td class=\"n\">{n}</td><td>{cmd}</td><td><code>{ns}</code></td>\
-<td><details><summary><code>{short}</code></summary><pre>{full}</pre></details></td>\
+<td><details><summary><code>{short}</code></summary><pre>{full}</pre>{example}</details></td>\
 <td class=\"n\">{count}</td><td class=\"n\" data-v=\"{share}\">{pct:.1}%</td><td class=\"n\">{rate:.2}</td>\
 <td class=\"n\">{p50}</td><td class=\"n\">{p95}</td><td class=\"n\">{p99}</td><td>{hist}</td>\
 <td class=\"n\">{docs:.1}</td><td class=\"n\">{errors}</td><td>{fields}</td><td>{apps}</td></tr>",
@@ -118,6 +118,10 @@ fn row(s: &mut String, n: usize, p: &AccessPattern) {
         ns = esc(&p.namespace),
         short = esc(&compact(&p.shape, 70)),
         full = esc(&serde_json::to_string_pretty(&p.shape).unwrap_or_default()),
+        example = p.example.as_ref().map_or(String::new(), |e| format!(
+            "<p class=\"hint\">Example (--show-values):</p><pre>{}</pre>",
+            esc(&serde_json::to_string_pretty(e).unwrap_or_default())
+        )),
         count = p.count,
         share = p.share,
         pct = p.share * 100.0,

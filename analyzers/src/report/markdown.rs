@@ -32,6 +32,16 @@ pub fn render(r: &Report) -> String {
         table(&mut s, &data);
     }
 
+    let examples: Vec<(usize, &AccessPattern)> =
+        data.iter().enumerate().filter(|(_, p)| p.example.is_some()).map(|(i, p)| (i + 1, *p)).collect();
+    if !examples.is_empty() {
+        let _ = writeln!(s, "### Example values (shown because of --show-values)\n");
+        for (i, p) in examples {
+            let _ = writeln!(s, "- #{i}: `{}`", cell(&compact(p.example.as_ref().expect("filtered"), 400)));
+        }
+        let _ = writeln!(s);
+    }
+
     let _ = writeln!(s, "## Findings\n");
     if r.findings.is_empty() {
         let _ = writeln!(s, "No findings.\n");

@@ -105,6 +105,9 @@ pub struct AccessPattern {
     pub errors_by_code: BTreeMap<String, u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor_of: Option<String>,
+    /// One literal example, only when the user asked for values (`--show-values`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<Value>,
     /// Latency distribution: (upper bound in ms, operations), doubling buckets.
     #[serde(default)]
     pub latency_histogram_ms: Vec<(f64, u64)>,
@@ -221,6 +224,7 @@ impl Report {
                     errors_by_code: r.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
                     cursor_of: r.cursor_of.clone(),
                     latency_histogram_ms: histogram_ms(&r.latency_us),
+                    example: r.example.clone(),
                     first_seen: rfc3339(r.first_seen),
                     last_seen: rfc3339(r.last_seen),
                 }

@@ -1,0 +1,83 @@
+//! The HTML report in a real headless Chromium (Debian `chromium`): the page's own
+//! self-test sorts the table both ways and checks that its charts are laid out, and a
+//! screenshot must show the charts' colour over a real area of the page.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mongotap_analyzers::report::{html, json};
+use support::*;
+
+fn chromium(args: &[&str], url: &str) -> std::process::Output {
+    let profile =
+        std::env::temp_dir().join(format!("mongotap-chromium-{}-{}", std::process::id(), args.len()));
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1400,1000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("chromium is missing: run ./scripts/setup.sh (Debian package chromium)");
+    let _ = std::fs::remove_dir_all(profile);
+    out
+}
+
+fn page() -> PathBuf {
+    let text = std::fs::read_to_string(root().join("analyzers/tests/golden/pymongo.report.json")).unwrap();
+    let report = json::parse(&text).unwrap();
+    let path = std::env::temp_dir().join(format!("mongotap-report-{}.html", std::process::id()));
+    std::fs::write(&path, html::render(&report)).unwrap();
+    path
+}
+
+/// Pixels of the charts' blue (#0969da) in a PNG screenshot.
+fn chart_pixels(png_path: &Path) -> usize {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png_path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let step = info.color_type.samples();
+    buf[..info.buffer_size()]
+        .chunks(step)
+        .filter(|p| {
+            p.len() >= 3
+                && (p[0] as i32 - 9).abs() < 12
+                && (p[1] as i32 - 105).abs() < 12
+                && (p[2] as i32 - 218).abs() < 12
+        })
+        .count()
+}
+
+#[test]
+fn the_html_report_sorts_and_draws_in_a_real_browser() {
+    let path = page();
+    let url = format!("file://{}", path.display());
+
+    let out = chromium(&["--dump-dom"], &format!("{url}#selftest"));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let line = dom.lines().find(|l| l.contains("selftest: ")).unwrap_or("");
+    assert!(
+        line.contains("selftest: ok"),
+        "the page's self-test: {line:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let shot = std::env::temp_dir().join(format!("mongotap-shot-{}.png", std::process::id()));
+    chromium(&[&format!("--screenshot={}", shot.display())], &url);
+    let pixels = chart_pixels(&shot);
+    assert!(pixels > 5_000, "the screenshot shows only {pixels} chart pixels");
+    let _ = std::fs::remove_file(shot);
+    let _ = std::fs::remove_file(path);
+}
