@@ -59,52 +59,61 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
     let b = c.body;
     match c.name {
         "find" => {
+            let [f, proj, let_, sort, collation, hint, skip, limit, single] = pick(
+                b,
+                ["filter", "projection", "let", "sort", "collation", "hint", "skip", "limit", "singleBatch"],
+            );
             let mut m = Map::new();
-            put(&mut m, "filter", b.get_document("filter").ok().map(filter));
-            put(&mut m, "projection", b.get_document("projection").ok().map(projection));
-            put(&mut m, "let", b.get_document("let").ok().map(|d| expression(RawBsonRef::Document(d))));
-            keep_literal(&mut m, b, &["sort", "collation", "hint"]);
-            keep_presence(&mut m, b, &["skip", "limit"]);
-            if b.get_bool("singleBatch").unwrap_or(false) {
-                m.insert("singleBatch".into(), json!(true));
-            }
+            put(&mut m, "filter", doc(f).map(filter));
+            put(&mut m, "projection", doc(proj).map(projection));
+            put(&mut m, "let", let_.map(expression));
+            lit(&mut m, "sort", sort);
+            lit(&mut m, "collation", collation);
+            lit(&mut m, "hint", hint);
+            presence(&mut m, "skip", skip);
+            presence(&mut m, "limit", limit);
+            flag(&mut m, "singleBatch", single);
             one(Value::Object(m))
         }
         "aggregate" => {
+            let [p, let_, collation, hint] = pick(b, ["pipeline", "let", "collation", "hint"]);
             let mut m = Map::new();
-            put(&mut m, "pipeline", b.get_array("pipeline").ok().map(pipeline));
-            put(&mut m, "let", b.get_document("let").ok().map(|d| expression(RawBsonRef::Document(d))));
-            keep_literal(&mut m, b, &["collation", "hint"]);
+            put(&mut m, "pipeline", p.and_then(|p| p.as_array()).map(pipeline));
+            put(&mut m, "let", let_.map(expression));
+            lit(&mut m, "collation", collation);
+            lit(&mut m, "hint", hint);
             one(Value::Object(m))
         }
         "count" => {
+            let [q, collation, hint, skip, limit] = pick(b, ["query", "collation", "hint", "skip", "limit"]);
             let mut m = Map::new();
-            put(&mut m, "query", b.get_document("query").ok().map(filter));
-            keep_literal(&mut m, b, &["collation", "hint"]);
-            keep_presence(&mut m, b, &["skip", "limit"]);
+            put(&mut m, "query", doc(q).map(filter));
+            lit(&mut m, "collation", collation);
+            lit(&mut m, "hint", hint);
+            presence(&mut m, "skip", skip);
+            presence(&mut m, "limit", limit);
             one(Value::Object(m))
         }
         "distinct" => {
+            let [key, q, collation, hint] = pick(b, ["key", "query", "collation", "hint"]);
             let mut m = Map::new();
-            keep_literal(&mut m, b, &["key"]);
-            put(&mut m, "query", b.get_document("query").ok().map(filter));
-            keep_literal(&mut m, b, &["collation", "hint"]);
+            lit(&mut m, "key", key);
+            put(&mut m, "query", doc(q).map(filter));
+            lit(&mut m, "collation", collation);
+            lit(&mut m, "hint", hint);
             one(Value::Object(m))
         }
         "findAndModify" | "findandmodify" => {
+            let [q, sort, fields, remove, update, new, upsert] =
+                pick(b, ["query", "sort", "fields", "remove", "update", "new", "upsert"]);
             let mut m = Map::new();
-            put(&mut m, "query", b.get_document("query").ok().map(filter));
-            keep_literal(&mut m, b, &["sort"]);
-            put(&mut m, "fields", b.get_document("fields").ok().map(projection));
-            if b.get_bool("remove").unwrap_or(false) {
-                m.insert("remove".into(), json!(true));
-            }
-            put(&mut m, "update", b.get("update").ok().flatten().map(update_kind));
-            for flag in ["new", "upsert"] {
-                if b.get_bool(flag).unwrap_or(false) {
-                    m.insert(flag.into(), json!(true));
-                }
-            }
+            put(&mut m, "query", doc(q).map(filter));
+            lit(&mut m, "sort", sort);
+            put(&mut m, "fields", doc(fields).map(projection));
+            flag(&mut m, "remove", remove);
+            put(&mut m, "update", update.map(update_kind));
+            flag(&mut m, "new", new);
+            flag(&mut m, "upsert", upsert);
             one(Value::Object(m))
         }
         "insert" => {
@@ -112,13 +121,15 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
         }
         "update" => group(c.documents("updates").into_iter().map(update_statement)),
         "delete" => group(c.documents("deletes").into_iter().map(|d| {
+            let [q, limit, collation, hint] = pick(d, ["q", "limit", "collation", "hint"]);
             let mut m = Map::new();
-            put(&mut m, "filter", d.get_document("q").ok().map(filter));
+            put(&mut m, "filter", doc(q).map(filter));
             m.insert(
                 "multi".into(),
-                json!(!matches!(d.get("limit"), Ok(Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1))))),
+                json!(!matches!(limit, Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1)))),
             );
-            keep_literal(&mut m, d, &["collation", "hint"]);
+            lit(&mut m, "collation", collation);
+            lit(&mut m, "hint", hint);
             Value::Object(m)
         })),
         "bulkWrite" => bulk_write(c),
@@ -127,21 +138,21 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
 }
 
 fn update_statement(d: &RawDocument) -> Value {
+    let [q, u, multi, upsert, array_filters, collation, hint] =
+        pick(d, ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"]);
     let mut m = Map::new();
-    put(&mut m, "filter", d.get_document("q").ok().map(filter));
-    put(&mut m, "update", d.get("u").ok().flatten().map(update_kind));
-    for flag in ["multi", "upsert"] {
-        if d.get_bool(flag).unwrap_or(false) {
-            m.insert(flag.into(), json!(true));
-        }
-    }
-    if let Ok(filters) = d.get_array("arrayFilters") {
+    put(&mut m, "filter", doc(q).map(filter));
+    put(&mut m, "update", u.map(update_kind));
+    flag(&mut m, "multi", multi);
+    flag(&mut m, "upsert", upsert);
+    if let Some(filters) = array_filters.and_then(|a| a.as_array()) {
         m.insert(
             "arrayFilters".into(),
             Value::Array(filters.into_iter().flatten().filter_map(|f| f.as_document()).map(filter).collect()),
         );
     }
-    keep_literal(&mut m, d, &["collation", "hint"]);
+    lit(&mut m, "collation", collation);
+    lit(&mut m, "hint", hint);
     Value::Object(m)
 }
 
@@ -197,23 +208,42 @@ fn put(m: &mut Map<String, Value>, key: &str, v: Option<Value>) {
     }
 }
 
-fn keep_literal(m: &mut Map<String, Value>, d: &RawDocument, keys: &[&str]) {
-    for k in keys {
-        if let Ok(Some(v)) = d.get(k) {
-            m.insert((*k).to_owned(), literal(v));
+/// The values of `keys` in `d`, read in one pass (a `get` per key would rescan).
+fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<RawBsonRef<'a>>; N] {
+    let mut out = [None; N];
+    for (k, v) in d.iter().flatten() {
+        if let Some(i) = keys.iter().position(|x| *x == k.as_str()) {
+            out[i] = Some(v);
+        }
+    }
+    out
+}
+
+fn doc(v: Option<RawBsonRef<'_>>) -> Option<&RawDocument> {
+    v?.as_document()
+}
+
+/// Keeps a value as written (sort, collation, hint, distinct's key).
+fn lit(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
+    if let Some(v) = v {
+        m.insert(key.to_owned(), literal(v));
+    }
+}
+
+/// Keeps only whether `skip`/`limit` is there; 0 means none (no skip, no limit).
+fn presence(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
+    if let Some(v) = v {
+        let zero = matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) || v.as_f64() == Some(0.0);
+        if !zero {
+            m.insert(key.to_owned(), json!(true));
         }
     }
 }
 
-fn keep_presence(m: &mut Map<String, Value>, d: &RawDocument, keys: &[&str]) {
-    for k in keys {
-        if let Ok(Some(v)) = d.get(k) {
-            // limit: 0 means no limit; skip: 0 skips nothing.
-            let zero = matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) || v.as_f64() == Some(0.0);
-            if !zero {
-                m.insert((*k).to_owned(), json!(true));
-            }
-        }
+/// Keeps a boolean option that is true.
+fn flag(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
+    if matches!(v, Some(RawBsonRef::Boolean(true))) {
+        m.insert(key.to_owned(), json!(true));
     }
 }
 

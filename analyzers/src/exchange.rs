@@ -6,7 +6,9 @@
 //! the pending entry is re-keyed on every streamed reply. Pending entries are
 //! bounded per connection and expire, so a lost reply never grows memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use bson::RawDocument;
@@ -99,7 +101,7 @@ pub struct Correlator {
 impl Correlator {
     /// A correlator with the given bounds.
     pub fn new(limits: Limits) -> Correlator {
-        Correlator { conns: HashMap::new(), limits, stats: ExchangeStats::default() }
+        Correlator { conns: HashMap::default(), limits, stats: ExchangeStats::default() }
     }
 
     /// The counters so far.
@@ -121,7 +123,7 @@ impl Correlator {
                     let info = Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() });
                     self.conns.insert(
                         conn,
-                        ConnState { info, pending: HashMap::new(), analysing: true, last_seen: at },
+                        ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
                     );
                 }
             }
@@ -153,7 +155,7 @@ impl Correlator {
                     let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() });
                     self.conns.insert(
                         conn,
-                        ConnState { info, pending: HashMap::new(), analysing: true, last_seen: at },
+                        ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
                     );
                 }
                 let state = self.conns.get_mut(&conn).expect("inserted above");
@@ -340,15 +342,13 @@ fn complete(
     let mut cursor_id = None;
     if let Some(r) = &reply {
         if let Some(view) = CommandReply::from_message(r) {
-            if p.legacy_query {
-                if let Op::Reply(legacy) = &r.op {
-                    docs_returned = legacy.number_returned.max(0) as u64;
-                }
-            } else {
-                docs_returned = view.batch().map_or(0, |b| b.into_iter().count() as u64);
-            }
-            error_code = view.error_code();
-            cursor_id = view.cursor_id().filter(|id| *id != 0);
+            let summary = view.summary();
+            docs_returned = match &r.op {
+                Op::Reply(legacy) if p.legacy_query => legacy.number_returned.max(0) as u64,
+                _ => summary.batch_len,
+            };
+            error_code = summary.error_code;
+            cursor_id = summary.cursor_id.filter(|id| *id != 0);
         }
     }
     let compressor = p.request.as_ref().and_then(|m| m.compressor);

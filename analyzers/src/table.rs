@@ -5,16 +5,20 @@
 //! cursor map that attributes getMores to their shape is capped. Nothing grows
 //! with the number of operations.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use bson::RawBsonRef;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
+use mongotap_wire::Command;
+
 use crate::command_shape::{self, Category};
 use crate::event::Micros;
 use crate::operation::Operation;
-use crate::shape::{fingerprint, projection};
+use crate::shape::{hex, projection, Fingerprint};
 
 /// Bounds on the table.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +112,9 @@ impl Row {
             cursor_of: None,
             count: 0,
             statements: 0,
-            latency_us: Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid bounds"),
+            // Auto-resizing: it grows to the largest latency seen, so a row of
+            // millisecond operations costs about 2 KiB, not the 13 KiB an hour's range would.
+            latency_us: Histogram::new(2).expect("2 significant figures are valid"),
             awaited: 0,
             docs_returned: 0,
             request_bytes: 0,
@@ -134,14 +140,17 @@ impl Row {
 }
 
 struct CursorOrigin {
-    shape_id: String,
+    key: u64,
     shape: Value,
     command: String,
 }
 
 /// The table.
 pub struct AccessTable {
-    rows: HashMap<String, Row>,
+    /// Rows by fingerprint of namespace + command + shape.
+    rows: HashMap<u64, Row>,
+    /// The "other shapes" row, once the cap is reached.
+    other: Option<Row>,
     cursors: HashMap<(String, i64), CursorOrigin>,
     limits: TableLimits,
     operations: u64,
@@ -159,8 +168,9 @@ impl AccessTable {
     /// An empty table with the given bounds.
     pub fn new(limits: TableLimits) -> AccessTable {
         AccessTable {
-            rows: HashMap::new(),
-            cursors: HashMap::new(),
+            rows: HashMap::default(),
+            other: None,
+            cursors: HashMap::default(),
             limits,
             operations: 0,
             other_shapes: 0,
@@ -180,7 +190,7 @@ impl AccessTable {
 
     /// The rows, most frequent first (ties by shape id, for a stable order).
     pub fn rows(&self) -> Vec<&Row> {
-        let mut v: Vec<&Row> = self.rows.values().collect();
+        let mut v: Vec<&Row> = self.rows.values().chain(&self.other).collect();
         v.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.shape_id.cmp(&b.shape_id)));
         v
     }
@@ -201,7 +211,7 @@ impl AccessTable {
         let view = if op.sensitive { None } else { op.command_view() };
         let Some(cmd) = view else {
             // Auth commands and legacy queries: counted by name, never shaped.
-            self.add(op, &op.namespace, Category::Command, json!({}), None, 1);
+            self.add(op, &op.namespace, Category::Command, &json!({}), None, 1);
             return;
         };
         let category = command_shape::category(&cmd);
@@ -214,25 +224,29 @@ impl AccessTable {
             let key = (op.namespace.clone(), id);
             let origin = if op.cursor_id.is_none() { self.cursors.remove(&key) } else { None };
             let (shape, cursor_of) = match origin.as_ref().or_else(|| self.cursors.get(&key)) {
-                Some(o) => (json!({"cursorOf": o.command, "shape": o.shape}), Some(o.shape_id.clone())),
+                Some(o) => (json!({"cursorOf": o.command, "shape": o.shape}), Some(hex(o.key))),
                 None => (json!({"cursorOf": "unknown"}), None),
             };
-            self.add(op, &op.namespace, category, shape, cursor_of, 1);
+            let key = self.add(op, &op.namespace, category, &shape, cursor_of, 1);
+            self.note_fields(key, op, &cmd);
             return;
         }
         let shapes = command_shape::shapes(&cmd);
-        let mut first_id = None;
+        let mut first = None;
         for s in shapes {
-            let ns = s.namespace.as_deref().unwrap_or(&op.namespace).to_owned();
-            let id = self.add(op, &ns, category, s.shape.clone(), None, s.statements);
-            first_id.get_or_insert((id, s.shape));
+            let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
+            let key = self.add(op, ns, category, &s.shape, None, s.statements);
+            first.get_or_insert((key, s.shape));
+        }
+        if let (Category::Read, Some((key, _))) = (category, &first) {
+            self.note_fields(*key, op, &cmd);
         }
         // Remember the cursor so its getMores are attributed to this shape.
-        if let (Some(cursor), Some((shape_id, shape))) = (op.cursor_id, first_id) {
+        if let (Some(cursor), Some((key, shape))) = (op.cursor_id, first) {
             if self.cursors.len() < self.limits.max_cursors {
                 self.cursors.insert(
                     (op.namespace.clone(), cursor),
-                    CursorOrigin { shape_id, shape, command: op.command.clone() },
+                    CursorOrigin { key, shape, command: op.command.clone() },
                 );
             }
         }
@@ -243,34 +257,32 @@ impl AccessTable {
         op: &Operation,
         namespace: &str,
         category: Category,
-        shape: Value,
+        shape: &Value,
         cursor_of: Option<String>,
         statements: u64,
-    ) -> String {
-        let text = shape.to_string();
-        let mut id = fingerprint(&[namespace, &op.command, &text]);
-        if !self.rows.contains_key(&id) && self.rows.len() >= self.limits.max_shapes {
-            self.other_shapes += 1;
-            id = OTHER_SHAPES.to_owned();
-        }
+    ) -> u64 {
+        let key = Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish();
         let at = op.started_at;
-        let row = self.rows.entry(id.clone()).or_insert_with(|| {
-            if id == OTHER_SHAPES {
+        let row = if let Some(row) = self.rows.get_mut(&key) {
+            row
+        } else if self.rows.len() < self.limits.max_shapes {
+            let mut r =
+                Row::new(namespace.to_owned(), op.command.clone(), category, shape.clone(), hex(key), at);
+            r.cursor_of = cursor_of;
+            self.rows.entry(key).or_insert(r)
+        } else {
+            self.other_shapes += 1;
+            self.other.get_or_insert_with(|| {
                 Row::new(
                     "*".into(),
                     "*".into(),
                     Category::Command,
                     json!({"otherShapes": true}),
-                    id.clone(),
+                    OTHER_SHAPES.into(),
                     at,
                 )
-            } else {
-                let mut r =
-                    Row::new(namespace.to_owned(), op.command.clone(), category, shape, id.clone(), at);
-                r.cursor_of = cursor_of;
-                r
-            }
-        });
+            })
+        };
         row.count += 1;
         row.statements += statements;
         row.first_seen = row.first_seen.min(at);
@@ -278,7 +290,8 @@ impl AccessTable {
         match (op.latency_us, op.awaited) {
             (_, true) => row.awaited += 1,
             (Some(us), false) => {
-                row.latency_us.saturating_record(us.max(1));
+                // record (not saturating_record): an auto-resizing histogram grows to fit.
+                let _ = row.latency_us.record(us.max(1));
             }
             (None, false) => {}
         }
@@ -295,10 +308,17 @@ impl AccessTable {
         if self.limits.show_values && row.example.is_none() && !op.sensitive {
             row.example = example(op);
         }
-        if category == Category::Read && row.fields_read.len() < self.limits.max_names {
-            note_fields_read(row, op, self.limits.max_names);
+        key
+    }
+
+    /// Notes the fields a read returns. They settle fast, so only a row's first
+    /// operations and then one in 64 are looked at.
+    fn note_fields(&mut self, key: u64, op: &Operation, cmd: &Command<'_>) {
+        let cap = self.limits.max_names;
+        let Some(row) = self.rows.get_mut(&key) else { return };
+        if (row.count <= 16 || row.count % 64 == 0) && row.fields_read.len() < cap {
+            note_fields_read(row, op, cmd, cap);
         }
-        id
     }
 }
 
@@ -341,8 +361,7 @@ fn cut_arrays(v: &mut Value) {
 
 /// The fields an operation reads: its projection's, or those present in the first
 /// few returned documents.
-fn note_fields_read(row: &mut Row, op: &Operation, cap: usize) {
-    let Some(cmd) = op.command_view() else { return };
+fn note_fields_read(row: &mut Row, op: &Operation, cmd: &Command<'_>, cap: usize) {
     let proj = cmd.body.get_document("projection").or_else(|_| cmd.body.get_document("fields"));
     if let Ok(p) = proj {
         if let Value::Object(m) = projection(p) {

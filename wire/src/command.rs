@@ -29,8 +29,8 @@ const HELLO: &[&str] = &["hello", "ismaster"];
 pub struct Command<'m> {
     /// The command name, as sent (`find`, `insert`, `isMaster`, ...).
     pub name: &'m str,
-    /// The database: `$db` for OP_MSG, the `db.$cmd` prefix for OP_QUERY.
-    pub database: &'m str,
+    /// OP_QUERY's database, from its `db.$cmd` name; OP_MSG's is read on demand.
+    legacy_database: Option<&'m str>,
     /// The command document.
     pub body: &'m RawDocument,
     /// OP_MSG document sequences (`documents`, `updates`, `deletes`, ...).
@@ -46,8 +46,7 @@ impl<'m> Command<'m> {
             Op::Msg(msg) => {
                 let body = msg.body().raw();
                 let name = first_key(body)?;
-                let database = body.get_str("$db").unwrap_or("");
-                Some(Command { name, database, body, sequences: msg.sequences().collect() })
+                Some(Command { name, legacy_database: None, body, sequences: msg.sequences().collect() })
             }
             Op::Query(q) if q.collection() == "$cmd" => {
                 let mut body = q.query.raw();
@@ -55,10 +54,16 @@ impl<'m> Command<'m> {
                     body = inner;
                 }
                 let name = first_key(body)?;
-                Some(Command { name, database: q.database(), body, sequences: Vec::new() })
+                Some(Command { name, legacy_database: Some(q.database()), body, sequences: Vec::new() })
             }
             _ => None,
         }
+    }
+
+    /// The database: `$db` for OP_MSG (read on demand: it is usually the last field,
+    /// so finding it costs a scan of the body), the `db.$cmd` prefix for OP_QUERY.
+    pub fn database(&self) -> &'m str {
+        self.legacy_database.unwrap_or_else(|| self.body.get_str("$db").unwrap_or(""))
     }
 
     /// The collection the command targets: the string value of its first element
@@ -77,8 +82,8 @@ impl<'m> Command<'m> {
     /// `database.collection`, or just the database for database-level commands.
     pub fn namespace(&self) -> String {
         match self.collection() {
-            Some(c) => format!("{}.{c}", self.database),
-            None => self.database.to_owned(),
+            Some(c) => format!("{}.{c}", self.database()),
+            None => self.database().to_owned(),
         }
     }
 
@@ -115,6 +120,42 @@ impl<'m> Command<'m> {
 
 fn first_key(doc: &RawDocument) -> Option<&str> {
     doc.iter().next()?.ok().map(|(k, _)| k.as_str())
+}
+
+/// The facts of a reply the correlator keeps, from [`CommandReply::summary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplySummary {
+    /// `ok` is 1.
+    pub ok: bool,
+    /// The command's error code, or the first write error's.
+    pub error_code: Option<i32>,
+    /// The cursor id, when the reply has a cursor.
+    pub cursor_id: Option<i64>,
+    /// Documents in `firstBatch` or `nextBatch`.
+    pub batch_len: u64,
+}
+
+/// Counts an array's elements by walking its bytes when they are all documents (a
+/// batch), without decoding keys; anything else takes the ordinary iterator.
+fn count_elements(a: &bson::RawArray) -> u64 {
+    let b = a.as_bytes();
+    let end = b.len().saturating_sub(1);
+    let (mut i, mut n) = (4, 0u64);
+    while i < end {
+        let kind = b[i];
+        let Some(nul) = b[i + 1..end].iter().position(|&x| x == 0) else { break };
+        i += 1 + nul + 1;
+        let len = match (kind, b.get(i..i + 4)) {
+            (0x03, Some(l)) => i32::from_le_bytes(l.try_into().expect("4 bytes")),
+            _ => return a.into_iter().count() as u64,
+        };
+        if len < 5 || len as usize > end - i {
+            return a.into_iter().count() as u64;
+        }
+        i += len as usize;
+        n += 1;
+    }
+    n
 }
 
 /// A command reply: the OP_MSG body, or the first OP_REPLY document.
@@ -171,6 +212,42 @@ impl<'m> CommandReply<'m> {
         c.get_array("firstBatch").or_else(|_| c.get_array("nextBatch")).ok()
     }
 
+    /// What the analysis needs from a reply, read in one pass over its top level and
+    /// one over its cursor (a `get` per field would rescan the document each time).
+    pub fn summary(&self) -> ReplySummary {
+        let mut ok = false;
+        let mut code = None;
+        let mut first_write_error = None;
+        let mut cursor = None;
+        for (k, v) in self.body.iter().flatten() {
+            match (k.as_str(), v) {
+                ("ok", RawBsonRef::Double(d)) => ok = d == 1.0,
+                ("ok", RawBsonRef::Int32(i)) => ok = i == 1,
+                ("ok", RawBsonRef::Int64(i)) => ok = i == 1,
+                ("ok", RawBsonRef::Boolean(b)) => ok = b,
+                ("code", RawBsonRef::Int32(c)) => code = Some(c),
+                ("writeErrors", RawBsonRef::Array(a)) => {
+                    first_write_error = a
+                        .into_iter()
+                        .next()
+                        .and_then(|e| e.ok()?.as_document()?.get_i32("code").ok().or(Some(-1)))
+                }
+                ("cursor", RawBsonRef::Document(d)) => cursor = Some(d),
+                _ => {}
+            }
+        }
+        let error_code = if ok { first_write_error } else { Some(code.unwrap_or(-1)) };
+        let (mut cursor_id, mut batch_len) = (None, 0);
+        for (k, v) in cursor.into_iter().flat_map(|c| c.iter().flatten()) {
+            match (k.as_str(), v) {
+                ("id", RawBsonRef::Int64(id)) => cursor_id = Some(id),
+                ("firstBatch" | "nextBatch", RawBsonRef::Array(a)) => batch_len = count_elements(a),
+                _ => {}
+            }
+        }
+        ReplySummary { ok, error_code, cursor_id, batch_len }
+    }
+
     /// `n` of write and count replies.
     pub fn n(&self) -> Option<i64> {
         match self.body.get("n").ok()?? {
@@ -201,7 +278,7 @@ mod tests {
         let m = msg(doc! {"find": "orders", "filter": {"a": 1}, "lsid": {"id": 7}, "$db": "shop"});
         let c = Command::from_message(&m).unwrap();
         assert_eq!(c.name, "find");
-        assert_eq!(c.database, "shop");
+        assert_eq!(c.database(), "shop");
         assert_eq!(c.collection(), Some("orders"));
         assert_eq!(c.namespace(), "shop.orders");
         assert_eq!(c.lsid().unwrap().get_i32("id").unwrap(), 7);
@@ -230,7 +307,7 @@ mod tests {
         let c = Command::from_message(&m).unwrap();
         assert_eq!(c.name, "isMaster");
         assert!(c.is_hello());
-        assert_eq!(c.database, "admin");
+        assert_eq!(c.database(), "admin");
         let legacy_find = OpQuery { full_collection_name: "shop.orders".into(), ..q };
         let m = Message::decode(&Frame::from_bytes(legacy_find.encode(1)).unwrap()).unwrap();
         assert!(Command::from_message(&m).is_none());
@@ -284,7 +361,13 @@ mod tests {
         assert_eq!(v.error_code(), None);
         let e = msg(doc! {"ok": 0.0, "errmsg": "x", "code": 26});
         assert_eq!(CommandReply::from_message(&e).unwrap().error_code(), Some(26));
+        let s = CommandReply::from_message(&r).unwrap().summary();
+        assert_eq!(s, ReplySummary { ok: true, error_code: None, cursor_id: Some(42), batch_len: 2 });
+        let mixed = msg(doc! {"cursor": {"id": 0_i64, "nextBatch": [1, "x", {"a": 1}]}, "ok": 1});
+        assert_eq!(CommandReply::from_message(&mixed).unwrap().summary().batch_len, 3);
+        assert_eq!(CommandReply::from_message(&e).unwrap().summary().error_code, Some(26));
         let w = msg(doc! {"n": 1, "writeErrors": [{"index": 0, "code": 11000}], "ok": 1});
+        assert_eq!(CommandReply::from_message(&w).unwrap().summary().error_code, Some(11000));
         let v = CommandReply::from_message(&w).unwrap();
         assert_eq!((v.n(), v.error_code()), (Some(1), Some(11000)));
         let legacy = OpReply {

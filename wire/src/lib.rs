@@ -26,7 +26,7 @@ pub mod header;
 pub mod message;
 pub mod op;
 
-pub use command::{Command, CommandReply};
+pub use command::{Command, CommandReply, ReplySummary};
 pub use doc::Document;
 pub use error::{Result, WireError};
 pub use frame::{Frame, Split, Splitter};

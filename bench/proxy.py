@@ -1,0 +1,145 @@
+"""direct vs haproxy (TCP mode) vs mongotap (full analysis), interleaved rounds, one run.
+
+Prints ops/s, p50/p99 latency per target at 1 and 32 connections, the latency each
+proxy adds over direct, mongotap's ratios to haproxy, mongotap's peak RSS, and a
+pymongo view through each target. Run through bench/proxy.sh (it builds first).
+Environment: ROUNDS (default 5), SECONDS per run (default 4).
+"""
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REL = os.path.join(ROOT, "target", "release")
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+SECONDS = float(os.environ.get("SECONDS", "4"))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_port(port):
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise SystemExit(f"port {port} never opened")
+
+
+def peak_rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+
+def loadgen(port, conns, label):
+    out = subprocess.run([os.path.join(REL, "loadgen"), f"127.0.0.1:{port}", str(conns), str(SECONDS), label],
+                         capture_output=True, text=True, check=True).stdout.split("\t")
+    return float(out[2]), int(out[3]), int(out[4])
+
+
+def main():
+    procs = []
+    try:
+        canned = free_port()
+        procs.append(subprocess.Popen([os.path.join(REL, "canned"), f"127.0.0.1:{canned}"]))
+        wait_port(canned)
+        haproxy = free_port()
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False)
+        cfg.write(f"""global
+    maxconn 4096
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+listen mongo
+    bind 127.0.0.1:{haproxy}
+    server up 127.0.0.1:{canned}
+""")
+        cfg.close()
+        procs.append(subprocess.Popen(["haproxy", "-db", "-f", cfg.name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_port(haproxy)
+        tap = free_port()
+        report = tempfile.mktemp(suffix=".json")
+        mt = subprocess.Popen([os.path.join(REL, "mongotap"), "proxy", "--listen", f"127.0.0.1:{tap}", "--upstream",
+                               f"127.0.0.1:{canned}", "--admin", "off", "--report-json", report],
+                              stderr=subprocess.DEVNULL)
+        procs.append(mt)
+        wait_port(tap)
+        targets = [("direct", canned), ("haproxy", haproxy), ("mongotap", tap)]
+        results = {}
+        for r in range(ROUNDS):
+            # Rotate the order each round so no target always runs first or last.
+            order = targets[r % 3:] + targets[:r % 3]
+            for conns in (1, 32):
+                for name, port in order:
+                    results.setdefault((name, conns), []).append(loadgen(port, conns, name))
+        rss = peak_rss_kib(mt.pid)
+        py = pymongo_view(targets)
+        mt.send_signal(signal.SIGTERM)
+        mt.wait()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait()
+
+    med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v), statistics.median(x[2] for x in v))
+           for k, v in results.items()}
+    print(f"mongotap proxy benchmark: {ROUNDS} interleaved rounds of {SECONDS:g} s per target; medians; "
+          f"upstream = canned-reply server; {os.cpu_count()} cores")
+    print(f"{'target':<10}{'conns':>6}{'ops/s':>10}{'p50 us':>9}{'p99 us':>9}")
+    for conns in (1, 32):
+        for name, _ in targets:
+            ops, p50, p99 = med[(name, conns)]
+            print(f"{name:<10}{conns:>6}{ops:>10.0f}{p50:>9.0f}{p99:>9.0f}")
+    d, h, m = med[("direct", 1)], med[("haproxy", 1)], med[("mongotap", 1)]
+    add_h50, add_m50 = h[1] - d[1], m[1] - d[1]
+    add_h99, add_m99 = h[2] - d[2], m[2] - d[2]
+    print(f"added p50 at 1 connection: haproxy {add_h50:.0f} us, mongotap {add_m50:.0f} us"
+          f" -> ratio {add_m50 / max(add_h50, 1):.2f} (target <= 1.2)")
+    print(f"added p99 at 1 connection: haproxy {add_h99:.0f} us, mongotap {add_m99:.0f} us"
+          f" -> ratio {add_m99 / max(add_h99, 1):.2f} (target <= 1.5)")
+    tput = med[("mongotap", 32)][0] / med[("haproxy", 32)][0]
+    print(f"throughput at 32 connections: mongotap / haproxy = {tput:.2f} (target >= 0.9); "
+          f"mongotap / direct = {med[('mongotap', 32)][0] / med[('direct', 32)][0]:.2f}")
+    print(f"mongotap peak RSS: {rss / 1024:.1f} MiB")
+    for name, ops in py:
+        print(f"pymongo find_one through {name}: {ops:.0f} ops/s")
+
+
+def pymongo_view(targets):
+    """A real client's view: pymongo find_one, 1 connection, 2,000 times per target."""
+    code = """
+import sys, time, pymongo
+c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
+coll = c.bench.items
+for _ in range(200): coll.find_one({"sku": "P-100"})
+t = time.perf_counter()
+for _ in range(2000): coll.find_one({"sku": "P-100"})
+print(2000 / (time.perf_counter() - t))
+"""
+    py = os.path.join(ROOT, ".venv", "bin", "python")
+    out = []
+    for name, port in targets:
+        r = subprocess.run([py, "-c", code, str(port)], capture_output=True, text=True)
+        out.append((name, float(r.stdout.strip() or 0)))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

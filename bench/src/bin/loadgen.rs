@@ -1,0 +1,65 @@
+//! A closed-loop raw-wire load generator: N connections, each sending one pre-encoded
+//! OP_MSG `find` and waiting for its reply before the next; every reply's
+//! `responseTo` is checked. Prints one line: target, connections, ops/s, p50, p99 (µs).
+//! Usage: loadgen ADDR CONNECTIONS SECONDS [LABEL]
+
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use hdrhistogram::Histogram;
+use mongotap_bench::find_request;
+use mongotap_wire::Frame;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let addr = args.get(1).cloned().expect("ADDR");
+    let conns: usize = args.get(2).map_or(1, |s| s.parse().expect("CONNECTIONS"));
+    let secs: f64 = args.get(3).map_or(5.0, |s| s.parse().expect("SECONDS"));
+    let label = args.get(4).cloned().unwrap_or_else(|| addr.clone());
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for c in 0..conns {
+        let addr = addr.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            let mut s = TcpStream::connect(&addr).await.expect("connect");
+            s.set_nodelay(true).unwrap();
+            let mut buf = BytesMut::with_capacity(16 * 1024);
+            let mut id = (c as i32) << 20;
+            // Pre-encode once; only the requestID changes.
+            let mut req = find_request(0);
+            while Instant::now() < deadline {
+                id += 1;
+                req[4..8].copy_from_slice(&id.to_le_bytes());
+                let t = Instant::now();
+                s.write_all(&req).await.expect("write");
+                let frame = loop {
+                    if let Some(f) = Frame::parse(&mut buf).expect("a valid reply") {
+                        break f;
+                    }
+                    if s.read_buf(&mut buf).await.expect("read") == 0 {
+                        panic!("connection closed");
+                    }
+                };
+                assert_eq!(frame.header.response_to, id, "reply answers the request");
+                hist.record(t.elapsed().as_micros().max(1) as u64).unwrap();
+            }
+            hist
+        }));
+    }
+    let started = Instant::now();
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+    for t in tasks {
+        all.add(t.await.unwrap()).unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(secs);
+    println!(
+        "{label}\t{conns}\t{:.0}\t{}\t{}",
+        all.len() as f64 / elapsed,
+        all.value_at_quantile(0.5),
+        all.value_at_quantile(0.99)
+    );
+}
