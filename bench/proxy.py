@@ -90,8 +90,12 @@ listen mongo
                     results.setdefault((name, conns), []).append(loadgen(port, conns, name))
         rss = peak_rss_kib(mt.pid)
         py = pymongo_view(targets)
+        stall = subprocess.run([os.path.join(REL, "stall"), f"127.0.0.1:{canned}", str(max(3, ROUNDS // 2)), str(SECONDS)],
+                               capture_output=True, text=True, check=True).stdout.strip()
         mt.send_signal(signal.SIGTERM)
         mt.wait()
+        import json
+        totals = json.load(open(report))["totals"]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -117,9 +121,11 @@ listen mongo
     tput = med[("mongotap", 32)][0] / med[("haproxy", 32)][0]
     print(f"throughput at 32 connections: mongotap / haproxy = {tput:.2f} (target >= 0.9); "
           f"mongotap / direct = {med[('mongotap', 32)][0] / med[('direct', 32)][0]:.2f}")
-    print(f"mongotap peak RSS: {rss / 1024:.1f} MiB")
+    print(f"mongotap peak RSS: {rss / 1024:.1f} MiB; analysed {totals['operations']} operations, "
+          f"{totals['events_dropped']} events dropped (counted), {totals['parse_errors']} parse errors")
     for name, ops in py:
         print(f"pymongo find_one through {name}: {ops:.0f} ops/s")
+    print(stall)
 
 
 def pymongo_view(targets):
