@@ -54,7 +54,7 @@ pub fn render(r: &Report) -> String {
     if r.findings.is_empty() {
         let _ = writeln!(s, "<p>No findings.</p>");
     }
-    for f in &r.findings {
+    for f in r.ranked_findings() {
         let _ = writeln!(
             s,
             "<article class=\"finding {sev}\"><h3><span class=\"sev\">{sev}</span> {kind} on <code>{ns}</code></h3>\

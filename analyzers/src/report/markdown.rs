@@ -46,7 +46,7 @@ pub fn render(r: &Report) -> String {
     if r.findings.is_empty() {
         let _ = writeln!(s, "No findings.\n");
     }
-    for (i, f) in r.findings.iter().enumerate() {
+    for (i, f) in r.ranked_findings().into_iter().enumerate() {
         let _ = writeln!(s, "### {}. `{}` on `{}` ({})\n", i + 1, f.kind, f.namespace, f.severity);
         let _ = writeln!(s, "{}\n", f.recommendation);
         let _ = writeln!(s, "Evidence: `{}`\n", f.evidence);

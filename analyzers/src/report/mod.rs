@@ -284,6 +284,22 @@ fn histogram_ms(h: &hdrhistogram::Histogram<u32>) -> Vec<(f64, u64)> {
     out
 }
 
+impl Report {
+    /// Findings ranked by estimated cost: severity first, then how many operations
+    /// the evidence counts (the more often a smell is paid for, the more it costs).
+    pub fn ranked_findings(&self) -> Vec<&Finding> {
+        let rank = |s: &str| match s {
+            "high" => 0,
+            "medium" => 1,
+            _ => 2,
+        };
+        let count = |f: &Finding| f.evidence.get("count").and_then(Value::as_u64).unwrap_or(0);
+        let mut v: Vec<&Finding> = self.findings.iter().collect();
+        v.sort_by(|a, b| rank(&a.severity).cmp(&rank(&b.severity)).then(count(b).cmp(&count(a))));
+        v
+    }
+}
+
 fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
@@ -312,6 +328,24 @@ pub fn rfc3339(us: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn findings_rank_by_severity_then_count() {
+        let f = |kind: &str, severity: &str, count: u64| Finding {
+            kind: kind.into(),
+            severity: severity.into(),
+            namespace: "t.c".into(),
+            shape_ids: vec![],
+            evidence: serde_json::json!({ "count": count }),
+            recommendation: String::new(),
+            fix: None,
+            extra: BTreeMap::new(),
+        };
+        let mut r = Report::build(&Pipeline::default(), RunFacts::default());
+        r.findings = vec![f("a", "low", 900), f("b", "high", 5), f("c", "medium", 50), f("d", "high", 80)];
+        let order: Vec<&str> = r.ranked_findings().iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(order, ["d", "b", "c", "a"]);
+    }
 
     #[test]
     fn rfc3339_formats_utc() {
