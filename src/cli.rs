@@ -67,7 +67,7 @@ pub struct ProxyArgs {
     #[arg(long, env = "MONGOTAP_SHOW_VALUES")]
     pub show_values: bool,
     /// Events queued for analysis before the tap starts dropping (and counting) them.
-    #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 65_536)]
+    #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 8_192)]
     pub tap_capacity: usize,
 }
 

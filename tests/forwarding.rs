@@ -186,10 +186,6 @@ async fn ping_ok(addr: std::net::SocketAddr) {
     assert!(mongotap_wire::CommandReply::from_message(&m).unwrap().ok());
 }
 
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_either_side_leave_the_proxy_serving() {
     let upstream = Upstream::start();
@@ -198,7 +194,6 @@ async fn faults_on_either_side_leave_the_proxy_serving() {
     let dead_port = free_port();
     let proxy = start_proxy(&format!("127.0.0.1:{dead_port}")).await;
     let addr = proxy.local_addr();
-    let baseline_fds = open_fds();
     for _ in 0..20 {
         let mut c = TcpStream::connect(addr).await.unwrap();
         expect_closed(&mut c, Duration::from_secs(2)).await;
@@ -278,9 +273,8 @@ async fn faults_on_either_side_leave_the_proxy_serving() {
     let analysis = proxy.shutdown().await;
     let stats = analysis.pipeline().lock().unwrap().exchange_stats().clone();
     assert!(stats.parse_errors >= 2, "oversize and garbage stop their analysis: {stats:?}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let fds = open_fds();
-    assert!(fds <= baseline_fds + 2, "descriptors back to baseline: {baseline_fds} then {fds}");
+    // Descriptors and memory are checked in tests/leaks.rs, alone in its binary: here
+    // the other tests' sockets share the process and would make a count meaningless.
 }
 
 /// A scripted upstream: for each connection, runs `script` on the accepted socket.

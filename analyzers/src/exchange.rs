@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use bson::RawDocument;
-use mongotap_wire::{Command, CommandReply, Message, MsgFlags, Op, OpCode, RequestId};
+use mongotap_wire::{Command, CommandReply, Frame, Message, MsgFlags, Op, OpCode, RequestId};
 
 use crate::event::{ConnId, Direction, Micros, TapEvent};
 use crate::operation::{ConnInfo, Operation};
@@ -21,6 +21,8 @@ use crate::operation::{ConnInfo, Operation};
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Requests awaiting a reply, per connection; the oldest is evicted beyond it.
+    /// Drivers run one operation at a time per connection (exhaust streams are
+    /// re-keyed, not added), so a handful is plenty.
     pub max_pending_per_conn: usize,
     /// A request unanswered this long is forgotten.
     pub pending_ttl_us: u64,
@@ -33,7 +35,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_pending_per_conn: 1024,
+            max_pending_per_conn: 16,
             pending_ttl_us: 10 * 60 * 1_000_000,
             max_connections: 100_000,
             idle_conn_ttl_us: 24 * 3600 * 1_000_000,
@@ -165,6 +167,15 @@ impl Correlator {
                     return;
                 }
                 let bytes = frame.bytes.len() as u64;
+                // A request may wait for its reply a long time (or forever, if the tap
+                // dropped the reply): copy its few bytes out of the connection's shared
+                // read buffer so that it pins only itself. Replies are used at once.
+                let frame = match dir {
+                    Direction::ToServer => {
+                        Frame { header: frame.header, bytes: bytes::Bytes::copy_from_slice(&frame.bytes) }
+                    }
+                    Direction::ToClient => frame,
+                };
                 let message = match Message::decode(&frame) {
                     Ok(m) => m,
                     Err(e) => {

@@ -23,6 +23,12 @@ pub fn find_request(request_id: i32) -> Vec<u8> {
     OpMsg::new(Document::from_doc(&body)).encode(request_id, 0).to_vec()
 }
 
+/// A `find` whose filter names `field`: one distinct shape per field name.
+pub fn find_request_with_field(request_id: i32, field: &str) -> Vec<u8> {
+    let body = doc! {"find": "items", "filter": {field: 1}, "$db": "bench"};
+    OpMsg::new(Document::from_doc(&body)).encode(request_id, 0).to_vec()
+}
+
 /// The canned server's reply to any OP_MSG: one small document, cursor closed.
 pub fn find_reply(request_id: i32, response_to: i32) -> Vec<u8> {
     let body = doc! {"cursor": {"id": 0_i64, "ns": "bench.items", "firstBatch": [

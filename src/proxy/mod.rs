@@ -53,7 +53,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(5),
-            tap_capacity: 65_536,
+            tap_capacity: 8_192,
             max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
         }
     }

@@ -13,8 +13,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::tap::Tap;
 
-/// Read at most this much at once.
-const READ_CHUNK: usize = 64 * 1024;
+/// A connection's read buffer starts this small: a thousand idle connections must
+/// not cost a thousand large buffers. It grows only when a message needs more.
+const READ_MIN: usize = 4 * 1024;
+
+/// The most reserved at once for a message being skipped (too large to analyse).
+const READ_MAX: usize = 256 * 1024;
 
 /// How a pump ended badly; a clean end of stream is `Ok`.
 #[derive(Debug)]
@@ -40,12 +44,18 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut splitter = Splitter::new(keep_limit);
     let mut forwarded = 0u64;
     loop {
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
+        // Grow only when room runs low or the message being framed needs more (its
+        // header says how much), so a large message is read in few calls. Reserving on
+        // every read would move the buffer each time queued frames still share it, and
+        // every queued frame would pin a buffer of its own.
+        let need = splitter.wanted(&buf).min(READ_MAX);
+        let spare = buf.capacity() - buf.len();
+        if spare < READ_MIN / 4 || spare < need {
+            buf.reserve(need.max(READ_MIN));
         }
         let start = buf.len();
         let n = from.read_buf(&mut buf).await.map_err(PumpError::Read)?;

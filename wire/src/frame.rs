@@ -96,6 +96,22 @@ impl Splitter {
         self.broken
     }
 
+    /// How many more bytes the message at the front of `buf` needs before it can be
+    /// yielded (or passed over, when it is being skipped); 0 when not yet known. The
+    /// caller sizes its next read with it, so buffers grow only as messages require.
+    pub fn wanted(&self, buf: &[u8]) -> usize {
+        if self.broken {
+            return 0;
+        }
+        if self.skip > 0 {
+            return self.skip;
+        }
+        match frame_length(buf, MAX_MESSAGE_SIZE) {
+            Ok(Some(len)) if len <= self.keep_limit => len.saturating_sub(buf.len()),
+            _ => 0,
+        }
+    }
+
     /// The next complete item from the front of `buf`, or `None` when more bytes are
     /// needed. Call it until it returns `None` after each append to `buf`.
     pub fn next(&mut self, buf: &mut BytesMut) -> Option<Result<Split>> {
@@ -232,6 +248,17 @@ mod tests {
             assert!(buf.len() <= 50, "a skipped message is not buffered");
         }
         assert_eq!(seen, [(false, 1), (true, 2)]);
+    }
+
+    #[test]
+    fn splitter_says_how_much_the_current_message_still_needs() {
+        let s = Splitter::new(1024);
+        let m = msg(300, 1);
+        assert_eq!(s.wanted(&m[..10]), 0, "no header yet");
+        assert_eq!(s.wanted(&m[..100]), 200);
+        assert_eq!(s.wanted(&m[..]), 0);
+        let small = Splitter::new(50);
+        assert_eq!(small.wanted(&m[..100]), 0, "a message it will skip is not buffered");
     }
 
     #[test]

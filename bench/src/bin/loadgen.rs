@@ -1,7 +1,9 @@
 //! A closed-loop raw-wire load generator: N connections, each sending one pre-encoded
 //! OP_MSG `find` and waiting for its reply before the next; every reply's
 //! `responseTo` is checked. Prints one line: target, connections, ops/s, p50, p99 (µs).
-//! Usage: loadgen ADDR CONNECTIONS SECONDS [LABEL]
+//! Usage: loadgen ADDR CONNECTIONS SECONDS [LABEL] [SHAPES]
+//! With SHAPES, requests cycle through that many distinct filter shapes (one field
+//! name each) instead of repeating one pre-encoded find.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ async fn main() {
     let conns: usize = args.get(2).map_or(1, |s| s.parse().expect("CONNECTIONS"));
     let secs: f64 = args.get(3).map_or(5.0, |s| s.parse().expect("SECONDS"));
     let label = args.get(4).cloned().unwrap_or_else(|| addr.clone());
+    let shapes: usize = args.get(5).map_or(0, |s| s.parse().expect("SHAPES"));
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let mut tasks = Vec::new();
     for c in 0..conns {
@@ -31,8 +34,13 @@ async fn main() {
             let mut id = (c as i32) << 20;
             // Pre-encode once; only the requestID changes.
             let mut req = find_request(0);
+            let mut n = c;
             while Instant::now() < deadline {
                 id += 1;
+                if shapes > 0 {
+                    req = mongotap_bench::find_request_with_field(id, &format!("f{}", n % shapes));
+                    n += conns;
+                }
                 req[4..8].copy_from_slice(&id.to_le_bytes());
                 let t = Instant::now();
                 s.write_all(&req).await.expect("write");
