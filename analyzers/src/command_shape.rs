@@ -4,9 +4,10 @@
 
 use bson::{RawBsonRef, RawDocument};
 use mongotap_wire::Command;
-use serde_json::{json, Map, Value};
 
-use crate::shape::{document_fields, expression, filter, literal, pipeline, projection, update_kind};
+use crate::shape::{
+    document_fields, expression, filter, literal, pipeline, projection, single, update_kind, Obj, ShapeJson,
+};
 
 /// Whether a command reads, writes, or does something else (handshake, admin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -26,7 +27,7 @@ pub struct StatementShape {
     /// The namespace (bulkWrite statements name their own).
     pub namespace: Option<String>,
     /// The normalised shape.
-    pub shape: Value,
+    pub shape: ShapeJson,
     /// Statements (or documents, for insert) with this shape in the command.
     pub statements: u64,
 }
@@ -55,7 +56,14 @@ pub fn category(c: &Command<'_>) -> Category {
 /// The shapes of a command. getMore is not shaped here: the table attributes it to
 /// the shape of the command that opened its cursor.
 pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
-    let one = |shape: Value| vec![StatementShape { namespace: None, shape, statements: 1 }];
+    let one = |write: &dyn Fn(&mut Obj<'_>)| {
+        let shape = ShapeJson::build(|o| {
+            let mut m = Obj::open(o);
+            write(&mut m);
+            m.close();
+        });
+        vec![StatementShape { namespace: None, shape, statements: 1 }]
+    };
     let b = c.body;
     match c.name {
         "find" => {
@@ -63,97 +71,106 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
                 b,
                 ["filter", "projection", "let", "sort", "collation", "hint", "skip", "limit", "singleBatch"],
             );
-            let mut m = Map::new();
-            put(&mut m, "filter", doc(f).map(filter));
-            put(&mut m, "projection", doc(proj).map(projection));
-            put(&mut m, "let", let_.map(expression));
-            lit(&mut m, "sort", sort);
-            lit(&mut m, "collation", collation);
-            lit(&mut m, "hint", hint);
-            presence(&mut m, "skip", skip);
-            presence(&mut m, "limit", limit);
-            flag(&mut m, "singleBatch", single);
-            one(Value::Object(m))
+            one(&|m| {
+                put(m, "filter", doc(f), filter);
+                put(m, "projection", doc(proj), projection);
+                put(m, "let", let_, expression);
+                put(m, "sort", sort, literal);
+                put(m, "collation", collation, literal);
+                put(m, "hint", hint, literal);
+                presence(m, "skip", skip);
+                presence(m, "limit", limit);
+                flag(m, "singleBatch", single);
+            })
         }
         "aggregate" => {
             let [p, let_, collation, hint] = pick(b, ["pipeline", "let", "collation", "hint"]);
-            let mut m = Map::new();
-            put(&mut m, "pipeline", p.and_then(|p| p.as_array()).map(pipeline));
-            put(&mut m, "let", let_.map(expression));
-            lit(&mut m, "collation", collation);
-            lit(&mut m, "hint", hint);
-            one(Value::Object(m))
+            one(&|m| {
+                put(m, "pipeline", p.and_then(|p| p.as_array()), pipeline);
+                put(m, "let", let_, expression);
+                put(m, "collation", collation, literal);
+                put(m, "hint", hint, literal);
+            })
         }
         "count" => {
             let [q, collation, hint, skip, limit] = pick(b, ["query", "collation", "hint", "skip", "limit"]);
-            let mut m = Map::new();
-            put(&mut m, "query", doc(q).map(filter));
-            lit(&mut m, "collation", collation);
-            lit(&mut m, "hint", hint);
-            presence(&mut m, "skip", skip);
-            presence(&mut m, "limit", limit);
-            one(Value::Object(m))
+            one(&|m| {
+                put(m, "query", doc(q), filter);
+                put(m, "collation", collation, literal);
+                put(m, "hint", hint, literal);
+                presence(m, "skip", skip);
+                presence(m, "limit", limit);
+            })
         }
         "distinct" => {
             let [key, q, collation, hint] = pick(b, ["key", "query", "collation", "hint"]);
-            let mut m = Map::new();
-            lit(&mut m, "key", key);
-            put(&mut m, "query", doc(q).map(filter));
-            lit(&mut m, "collation", collation);
-            lit(&mut m, "hint", hint);
-            one(Value::Object(m))
+            one(&|m| {
+                put(m, "key", key, literal);
+                put(m, "query", doc(q), filter);
+                put(m, "collation", collation, literal);
+                put(m, "hint", hint, literal);
+            })
         }
         "findAndModify" | "findandmodify" => {
             let [q, sort, fields, remove, update, new, upsert] =
                 pick(b, ["query", "sort", "fields", "remove", "update", "new", "upsert"]);
-            let mut m = Map::new();
-            put(&mut m, "query", doc(q).map(filter));
-            lit(&mut m, "sort", sort);
-            put(&mut m, "fields", doc(fields).map(projection));
-            flag(&mut m, "remove", remove);
-            put(&mut m, "update", update.map(update_kind));
-            flag(&mut m, "new", new);
-            flag(&mut m, "upsert", upsert);
-            one(Value::Object(m))
+            one(&|m| {
+                put(m, "query", doc(q), filter);
+                put(m, "sort", sort, literal);
+                put(m, "fields", doc(fields), projection);
+                flag(m, "remove", remove);
+                put(m, "update", update, update_kind);
+                flag(m, "new", new);
+                flag(m, "upsert", upsert);
+            })
         }
-        "insert" => {
-            group(c.documents("documents").into_iter().map(|d| json!({"document": document_fields(d)})))
+        "insert" => group(
+            c.documents("documents")
+                .into_iter()
+                .map(|d| ShapeJson::build(|o| single(o, "document", |o| document_fields(o, d)))),
+        ),
+        "update" => {
+            group(c.documents("updates").into_iter().map(|d| ShapeJson::build(|o| update_statement(o, d))))
         }
-        "update" => group(c.documents("updates").into_iter().map(update_statement)),
         "delete" => group(c.documents("deletes").into_iter().map(|d| {
             let [q, limit, collation, hint] = pick(d, ["q", "limit", "collation", "hint"]);
-            let mut m = Map::new();
-            put(&mut m, "filter", doc(q).map(filter));
-            m.insert(
-                "multi".into(),
-                json!(!matches!(limit, Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1)))),
-            );
-            lit(&mut m, "collation", collation);
-            lit(&mut m, "hint", hint);
-            Value::Object(m)
+            ShapeJson::build(|o| {
+                let mut m = Obj::open(o);
+                put(&mut m, "filter", doc(q), filter);
+                let multi = !matches!(limit, Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1)));
+                boolean(m.key("multi"), multi);
+                put(&mut m, "collation", collation, literal);
+                put(&mut m, "hint", hint, literal);
+                m.close();
+            })
         })),
         "bulkWrite" => bulk_write(c),
-        _ => one(json!({})),
+        _ => one(&|_| {}),
     }
 }
 
-fn update_statement(d: &RawDocument) -> Value {
+fn update_statement(out: &mut Vec<u8>, d: &RawDocument) {
     let [q, u, multi, upsert, array_filters, collation, hint] =
         pick(d, ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"]);
-    let mut m = Map::new();
-    put(&mut m, "filter", doc(q).map(filter));
-    put(&mut m, "update", u.map(update_kind));
+    let mut m = Obj::open(out);
+    put(&mut m, "filter", doc(q), filter);
+    put(&mut m, "update", u, update_kind);
     flag(&mut m, "multi", multi);
     flag(&mut m, "upsert", upsert);
     if let Some(filters) = array_filters.and_then(|a| a.as_array()) {
-        m.insert(
-            "arrayFilters".into(),
-            Value::Array(filters.into_iter().flatten().filter_map(|f| f.as_document()).map(filter).collect()),
-        );
+        let o = m.key("arrayFilters");
+        o.push(b'[');
+        for (i, f) in filters.into_iter().flatten().filter_map(|f| f.as_document()).enumerate() {
+            if i > 0 {
+                o.push(b',');
+            }
+            filter(o, f);
+        }
+        o.push(b']');
     }
-    lit(&mut m, "collation", collation);
-    lit(&mut m, "hint", hint);
-    Value::Object(m)
+    put(&mut m, "collation", collation, literal);
+    put(&mut m, "hint", hint, literal);
+    m.close();
 }
 
 /// MongoDB 8.0 bulkWrite: `ops` name their namespace by index into `nsInfo`.
@@ -168,17 +185,20 @@ fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
             RawBsonRef::Int64(i) => namespaces.get(i as usize).cloned(),
             _ => None,
         };
-        let shape = match kind.as_str() {
-            "insert" => json!({"insert": op.get_document("document").ok().map(document_fields)}),
-            "update" => json!({"update": update_statement(op)}),
-            "delete" => {
-                let mut m = Map::new();
-                put(&mut m, "filter", op.get_document("filter").ok().map(filter));
-                m.insert("multi".into(), json!(op.get_bool("multi").unwrap_or(false)));
-                json!({"delete": m})
-            }
-            other => json!({ other: {} }),
-        };
+        let shape = ShapeJson::build(|o| match kind.as_str() {
+            "insert" => single(o, "insert", |o| match op.get_document("document") {
+                Ok(d) => document_fields(o, d),
+                Err(_) => o.extend_from_slice(b"null"),
+            }),
+            "update" => single(o, "update", |o| update_statement(o, op)),
+            "delete" => single(o, "delete", |o| {
+                let mut m = Obj::open(o);
+                put(&mut m, "filter", op.get_document("filter").ok(), filter);
+                boolean(m.key("multi"), op.get_bool("multi").unwrap_or(false));
+                m.close();
+            }),
+            other => single(o, other, |o| o.extend_from_slice(b"{}")),
+        });
         match out.iter_mut().find(|s| s.shape == shape && s.namespace == ns) {
             Some(s) => s.statements += 1,
             None => out.push(StatementShape { namespace: ns, shape, statements: 1 }),
@@ -188,7 +208,7 @@ fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
 }
 
 /// Groups statement shapes, keeping first-seen order.
-fn group(shapes: impl Iterator<Item = Value>) -> Vec<StatementShape> {
+fn group(shapes: impl Iterator<Item = ShapeJson>) -> Vec<StatementShape> {
     let mut out: Vec<StatementShape> = Vec::new();
     for shape in shapes {
         match out.iter_mut().find(|s| s.shape == shape) {
@@ -197,23 +217,29 @@ fn group(shapes: impl Iterator<Item = Value>) -> Vec<StatementShape> {
         }
     }
     if out.is_empty() {
-        out.push(StatementShape { namespace: None, shape: json!({}), statements: 0 });
+        out.push(StatementShape {
+            namespace: None,
+            shape: ShapeJson::build(|o| o.extend_from_slice(b"{}")),
+            statements: 0,
+        });
     }
     out
 }
 
-fn put(m: &mut Map<String, Value>, key: &str, v: Option<Value>) {
+/// Writes `key` with `write(value)` when the value is there.
+fn put<T>(m: &mut Obj<'_>, key: &str, v: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
     if let Some(v) = v {
-        m.insert(key.to_owned(), v);
+        write(m.key(key), v);
     }
 }
 
-/// The values of `keys` in `d`, read in one pass (a `get` per key would rescan).
+/// The values of `keys` in `d`, read in one pass (a `get` per key would rescan),
+/// decoding only the values asked for.
 fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<RawBsonRef<'a>>; N] {
     let mut out = [None; N];
-    for (k, v) in d.iter().flatten() {
-        if let Some(i) = keys.iter().position(|x| *x == k.as_str()) {
-            out[i] = Some(v);
+    for e in d.iter_elements().flatten() {
+        if let Some(i) = keys.iter().position(|x| *x == e.key().as_str()) {
+            out[i] = e.value().ok();
         }
     }
     out
@@ -223,27 +249,24 @@ fn doc(v: Option<RawBsonRef<'_>>) -> Option<&RawDocument> {
     v?.as_document()
 }
 
-/// Keeps a value as written (sort, collation, hint, distinct's key).
-fn lit(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
-    if let Some(v) = v {
-        m.insert(key.to_owned(), literal(v));
-    }
+fn boolean(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
 /// Keeps only whether `skip`/`limit` is there; 0 means none (no skip, no limit).
-fn presence(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
+fn presence(m: &mut Obj<'_>, key: &str, v: Option<RawBsonRef<'_>>) {
     if let Some(v) = v {
         let zero = matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) || v.as_f64() == Some(0.0);
         if !zero {
-            m.insert(key.to_owned(), json!(true));
+            boolean(m.key(key), true);
         }
     }
 }
 
 /// Keeps a boolean option that is true.
-fn flag(m: &mut Map<String, Value>, key: &str, v: Option<RawBsonRef<'_>>) {
+fn flag(m: &mut Obj<'_>, key: &str, v: Option<RawBsonRef<'_>>) {
     if matches!(v, Some(RawBsonRef::Boolean(true))) {
-        m.insert(key.to_owned(), json!(true));
+        boolean(m.key(key), true);
     }
 }
 
@@ -252,6 +275,7 @@ mod tests {
     use super::*;
     use bson::doc;
     use mongotap_wire::{Document, DocumentSequence, Frame, Message, MsgFlags, OpMsg, Section};
+    use serde_json::json;
 
     fn shapes_of(
         body: bson::Document,
@@ -279,7 +303,7 @@ mod tests {
         );
         assert_eq!(cat, Category::Read);
         assert_eq!(
-            s[0].shape,
+            s[0].shape.to_value(),
             json!({"filter": {"$and": [{"customerId": {"$eq": "?number"}}, {"status": {"$eq": "?string"}}]},
                    "sort": {"createdAt": -1}, "limit": true})
         );
@@ -297,10 +321,13 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].statements, 2);
         assert_eq!(
-            s[0].shape,
+            s[0].shape.to_value(),
             json!({"filter": {"_id": {"$eq": "?number"}}, "update": {"operators": {"$set": ["a"]}}})
         );
-        assert_eq!(s[1].shape["update"], json!({"replacement": {"_id": "?number", "a": "?number"}}));
+        assert_eq!(
+            s[1].shape.to_value()["update"],
+            json!({"replacement": {"_id": "?number", "a": "?number"}})
+        );
         let (_, in_body) = shapes_of(doc! {"update": "c", "updates": ups, "$db": "t"}, None);
         assert_eq!(in_body, s, "body arrays and sequences shape the same");
     }
@@ -312,12 +339,12 @@ mod tests {
             Some(("documents", vec![doc! {"a": 1, "b": "x"}, doc! {"a": 2, "b": "y"}, doc! {"a": 3}])),
         );
         assert_eq!((s.len(), s[0].statements, s[1].statements), (2, 2, 1));
-        assert_eq!(s[0].shape, json!({"document": {"a": "?number", "b": "?string"}}));
+        assert_eq!(s[0].shape.to_value(), json!({"document": {"a": "?number", "b": "?string"}}));
         let (_, d) = shapes_of(
             doc! {"delete": "c", "deletes": [{"q": {"a": {"$lt": 3}}, "limit": 0}], "$db": "t"},
             None,
         );
-        assert_eq!(d[0].shape, json!({"filter": {"a": {"$lt": "?number"}}, "multi": true}));
+        assert_eq!(d[0].shape.to_value(), json!({"filter": {"a": {"$lt": "?number"}}, "multi": true}));
     }
 
     #[test]
@@ -326,7 +353,7 @@ mod tests {
             shapes_of(doc! {"aggregate": "c", "pipeline": [{"$match": {}}, {"$out": "d"}], "$db": "t"}, None);
         assert_eq!(cat, Category::Write);
         let (cat, s) = shapes_of(doc! {"listIndexes": "c", "$db": "t"}, None);
-        assert_eq!((cat, &s[0].shape), (Category::Command, &json!({})));
+        assert_eq!((cat, s[0].shape.to_value()), (Category::Command, json!({})));
     }
 
     #[test]
@@ -336,7 +363,7 @@ mod tests {
             None,
         );
         assert_eq!(
-            s[0].shape,
+            s[0].shape.to_value(),
             json!({"query": {"_id": {"$eq": "?number"}}, "update": {"operators": {"$inc": ["n"]}}, "new": true})
         );
         let (cat, b) = shapes_of(

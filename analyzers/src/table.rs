@@ -18,7 +18,7 @@ use mongotap_wire::Command;
 use crate::command_shape::{self, Category};
 use crate::event::Micros;
 use crate::operation::Operation;
-use crate::shape::{hex, projection, Fingerprint};
+use crate::shape::{hex, included, string, Fingerprint, Obj, ShapeJson};
 
 /// Bounds on the table.
 #[derive(Debug, Clone, Copy)]
@@ -141,7 +141,7 @@ impl Row {
 
 struct CursorOrigin {
     key: u64,
-    shape: Value,
+    shape: ShapeJson,
     command: String,
 }
 
@@ -211,7 +211,14 @@ impl AccessTable {
         let view = if op.sensitive { None } else { op.command_view() };
         let Some(cmd) = view else {
             // Auth commands and legacy queries: counted by name, never shaped.
-            self.add(op, &op.namespace, Category::Command, &json!({}), None, 1);
+            self.add(
+                op,
+                &op.namespace,
+                Category::Command,
+                &ShapeJson::build(|o| o.extend_from_slice(b"{}")),
+                None,
+                1,
+            );
             return;
         };
         let category = command_shape::category(&cmd);
@@ -223,10 +230,19 @@ impl AccessTable {
             };
             let key = (op.namespace.clone(), id);
             let origin = if op.cursor_id.is_none() { self.cursors.remove(&key) } else { None };
-            let (shape, cursor_of) = match origin.as_ref().or_else(|| self.cursors.get(&key)) {
-                Some(o) => (json!({"cursorOf": o.command, "shape": o.shape}), Some(hex(o.key))),
-                None => (json!({"cursorOf": "unknown"}), None),
-            };
+            let origin = origin.as_ref().or_else(|| self.cursors.get(&key));
+            let shape = ShapeJson::build(|out| {
+                let mut m = Obj::open(out);
+                match origin {
+                    Some(o) => {
+                        string(m.key("cursorOf"), &o.command);
+                        m.key("shape").extend_from_slice(o.shape.as_bytes());
+                    }
+                    None => string(m.key("cursorOf"), "unknown"),
+                }
+                m.close();
+            });
+            let cursor_of = origin.map(|o| hex(o.key));
             let key = self.add(op, &op.namespace, category, &shape, cursor_of, 1);
             self.note_fields(key, op, &cmd);
             return;
@@ -257,7 +273,7 @@ impl AccessTable {
         op: &Operation,
         namespace: &str,
         category: Category,
-        shape: &Value,
+        shape: &ShapeJson,
         cursor_of: Option<String>,
         statements: u64,
     ) -> u64 {
@@ -267,7 +283,7 @@ impl AccessTable {
             row
         } else if self.rows.len() < self.limits.max_shapes {
             let mut r =
-                Row::new(namespace.to_owned(), op.command.clone(), category, shape.clone(), hex(key), at);
+                Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), hex(key), at);
             r.cursor_of = cursor_of;
             self.rows.entry(key).or_insert(r)
         } else {
@@ -302,8 +318,10 @@ impl AccessTable {
             *row.errors.entry(code).or_default() += 1;
         }
         let app = op.conn.app_name.as_deref().unwrap_or("(no app name)");
-        if row.apps.contains_key(app) || row.apps.len() < self.limits.max_names {
-            *row.apps.entry(app.to_owned()).or_default() += 1;
+        if let Some(n) = row.apps.get_mut(app) {
+            *n += 1;
+        } else if row.apps.len() < self.limits.max_names {
+            row.apps.insert(app.to_owned(), 1);
         }
         if self.limits.show_values && row.example.is_none() && !op.sensitive {
             row.example = example(op);
@@ -364,14 +382,12 @@ fn cut_arrays(v: &mut Value) {
 fn note_fields_read(row: &mut Row, op: &Operation, cmd: &Command<'_>, cap: usize) {
     let proj = cmd.body.get_document("projection").or_else(|_| cmd.body.get_document("fields"));
     if let Ok(p) = proj {
-        if let Value::Object(m) = projection(p) {
-            for (k, v) in m {
-                if v != json!(false) && row.fields_read.len() < cap {
-                    row.fields_read.insert(k);
-                }
+        for (k, v) in p.iter().flatten() {
+            if included(v) != Some(false) && row.fields_read.len() < cap {
+                row.fields_read.insert(k.as_str().to_owned());
             }
-            return;
         }
+        return;
     }
     let Some(batch) = op.reply_view().and_then(|r| r.batch()) else { return };
     for doc in batch.into_iter().flatten().filter_map(|d| d.as_document()).take(8) {

@@ -39,8 +39,10 @@ fn shapes(c: &mut Criterion) {
     .unwrap();
     let mut g = c.benchmark_group("shape");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("filter_4_predicates", |b| b.iter(|| black_box(shape::filter(black_box(&filter)))));
-    let v = shape::filter(&filter);
+    g.bench_function("filter_4_predicates", |b| {
+        b.iter(|| black_box(shape::ShapeJson::build(|o| shape::filter(o, black_box(&filter)))))
+    });
+    let v = shape::ShapeJson::build(|o| shape::filter(o, &filter));
     g.bench_function("fingerprint", |b| {
         b.iter(|| {
             black_box(

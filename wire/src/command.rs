@@ -4,6 +4,7 @@
 use bson::{RawBsonRef, RawDocument};
 
 use crate::doc::Document;
+use crate::element;
 use crate::message::{Message, Op};
 use crate::op::msg::DocumentSequence;
 
@@ -63,7 +64,8 @@ impl<'m> Command<'m> {
     /// The database: `$db` for OP_MSG (read on demand: it is usually the last field,
     /// so finding it costs a scan of the body), the `db.$cmd` prefix for OP_QUERY.
     pub fn database(&self) -> &'m str {
-        self.legacy_database.unwrap_or_else(|| self.body.get_str("$db").unwrap_or(""))
+        self.legacy_database
+            .unwrap_or_else(|| element::find(self.body, "$db").and_then(|e| e.as_str()).unwrap_or(""))
     }
 
     /// The collection the command targets: the string value of its first element
@@ -135,29 +137,6 @@ pub struct ReplySummary {
     pub batch_len: u64,
 }
 
-/// Counts an array's elements by walking its bytes when they are all documents (a
-/// batch), without decoding keys; anything else takes the ordinary iterator.
-fn count_elements(a: &bson::RawArray) -> u64 {
-    let b = a.as_bytes();
-    let end = b.len().saturating_sub(1);
-    let (mut i, mut n) = (4, 0u64);
-    while i < end {
-        let kind = b[i];
-        let Some(nul) = b[i + 1..end].iter().position(|&x| x == 0) else { break };
-        i += 1 + nul + 1;
-        let len = match (kind, b.get(i..i + 4)) {
-            (0x03, Some(l)) => i32::from_le_bytes(l.try_into().expect("4 bytes")),
-            _ => return a.into_iter().count() as u64,
-        };
-        if len < 5 || len as usize > end - i {
-            return a.into_iter().count() as u64;
-        }
-        i += len as usize;
-        n += 1;
-    }
-    n
-}
-
 /// A command reply: the OP_MSG body, or the first OP_REPLY document.
 #[derive(Debug, Clone, Copy)]
 pub struct CommandReply<'m> {
@@ -212,36 +191,38 @@ impl<'m> CommandReply<'m> {
         c.get_array("firstBatch").or_else(|_| c.get_array("nextBatch")).ok()
     }
 
-    /// What the analysis needs from a reply, read in one pass over its top level and
-    /// one over its cursor (a `get` per field would rescan the document each time).
+    /// What the analysis needs from a reply, read in one quick walk over its top
+    /// level and one over its cursor (a `get` per field would rescan the document
+    /// each time, and decoding every value would cost more than the walk).
     pub fn summary(&self) -> ReplySummary {
         let mut ok = false;
         let mut code = None;
         let mut first_write_error = None;
         let mut cursor = None;
-        for (k, v) in self.body.iter().flatten() {
-            match (k.as_str(), v) {
-                ("ok", RawBsonRef::Double(d)) => ok = d == 1.0,
-                ("ok", RawBsonRef::Int32(i)) => ok = i == 1,
-                ("ok", RawBsonRef::Int64(i)) => ok = i == 1,
-                ("ok", RawBsonRef::Boolean(b)) => ok = b,
-                ("code", RawBsonRef::Int32(c)) => code = Some(c),
-                ("writeErrors", RawBsonRef::Array(a)) => {
-                    first_write_error = a
-                        .into_iter()
-                        .next()
-                        .and_then(|e| e.ok()?.as_document()?.get_i32("code").ok().or(Some(-1)))
+        for e in element::elements(self.body) {
+            match (e.key, e.kind) {
+                (b"ok", _) => ok = e.is_one(),
+                (b"code", 0x10) => code = e.as_i64().map(|c| c as i32),
+                (b"writeErrors", 0x04) => {
+                    let first =
+                        RawDocument::from_bytes(e.value).ok().and_then(|a| element::elements(a).next());
+                    first_write_error =
+                        first.map(|w| w.as_document().and_then(|d| d.get_i32("code").ok()).unwrap_or(-1));
                 }
-                ("cursor", RawBsonRef::Document(d)) => cursor = Some(d),
+                (b"cursor", 0x03) => cursor = e.as_document(),
                 _ => {}
             }
         }
         let error_code = if ok { first_write_error } else { Some(code.unwrap_or(-1)) };
         let (mut cursor_id, mut batch_len) = (None, 0);
-        for (k, v) in cursor.into_iter().flat_map(|c| c.iter().flatten()) {
-            match (k.as_str(), v) {
-                ("id", RawBsonRef::Int64(id)) => cursor_id = Some(id),
-                ("firstBatch" | "nextBatch", RawBsonRef::Array(a)) => batch_len = count_elements(a),
+        for e in cursor.into_iter().flat_map(element::elements) {
+            match (e.key, e.kind) {
+                (b"id", 0x12) => cursor_id = e.as_i64(),
+                // A batch's documents are counted by their length prefixes, never decoded.
+                (b"firstBatch" | b"nextBatch", 0x04) => {
+                    batch_len =
+                        RawDocument::from_bytes(e.value).map_or(0, |a| element::elements(a).count() as u64)
+                }
                 _ => {}
             }
         }

@@ -16,10 +16,12 @@
 //! - [`command`]: [`Command`] and [`CommandReply`], views that name the command,
 //!   namespace and session, and say what must be redacted.
 //! - [`doc`]: [`Document`], a checked BSON slice of a frame.
+//! - [`element`]: a quick walk over a document's elements by their headers.
 //! - [`error`]: [`WireError`], what was wrong and where.
 
 pub mod command;
 pub mod doc;
+pub mod element;
 pub mod error;
 pub mod frame;
 pub mod header;

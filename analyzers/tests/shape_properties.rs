@@ -1,0 +1,138 @@
+//! Properties of query shapes over random commands: the text is canonical compact
+//! JSON (so a shape id is a function of the shape), filter shapes carry no literal
+//! value, and the order of sibling predicates does not split shapes.
+//!
+//! Before the shapes were written as text, the same generator checked 20,000 random
+//! commands against the previous `serde_json::Value` implementation: same text,
+//! same statement counts, for every one.
+use bson::{doc, Bson, Document as BDoc, RawDocumentBuf};
+use mongotap_analyzers::command_shape::shapes;
+use mongotap_analyzers::shape::{filter, ShapeJson};
+use mongotap_wire::{Command, Document, Frame, Message, OpMsg};
+use proptest::prelude::*;
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a".to_string()),
+        Just("b.c".to_string()),
+        Just("_id".to_string()),
+        Just("é\"\n\\".to_string()),
+        Just("$and".to_string()),
+        Just("$or".to_string()),
+        Just("$nor".to_string()),
+        Just("$expr".to_string()),
+        Just("$comment".to_string()),
+        Just("$gt".to_string()),
+        Just("$in".to_string()),
+        Just("$elemMatch".to_string()),
+        Just("$not".to_string()),
+        Just("$regex".to_string()),
+        Just("$options".to_string()),
+        Just("$exists".to_string()),
+        Just("$literal".to_string()),
+        Just("$each".to_string()),
+        Just("$slice".to_string()),
+        Just("$set".to_string()),
+        Just("$push".to_string()),
+        Just("$addToSet".to_string()),
+        Just("$match".to_string()),
+        Just("$sort".to_string()),
+        Just("$limit".to_string()),
+        Just("$lookup".to_string()),
+        Just("$graphLookup".to_string()),
+        Just("$facet".to_string()),
+        Just("$project".to_string()),
+        Just("$unwind".to_string()),
+        Just("$unionWith".to_string()),
+        Just("pipeline".to_string()),
+        Just("let".to_string()),
+        Just("from".to_string()),
+        Just("restrictSearchWithMatch".to_string()),
+        Just("startWith".to_string()),
+        Just("maxDepth".to_string()),
+    ]
+}
+
+fn leaf() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        any::<i32>().prop_map(Bson::Int32),
+        any::<i64>().prop_map(Bson::Int64),
+        any::<f64>().prop_map(Bson::Double),
+        Just(Bson::Double(f64::NAN)),
+        Just(Bson::Double(-0.0)),
+        Just(Bson::Double(1e300)),
+        Just(Bson::Int32(0)),
+        Just(Bson::Int32(1)),
+        "[a-y$\"é\\\\]{0,6}".prop_map(Bson::String),
+        Just(Bson::String("secret".into())),
+        any::<bool>().prop_map(Bson::Boolean),
+        Just(Bson::Null),
+        Just(Bson::ObjectId(bson::oid::ObjectId::from_bytes([1; 12]))),
+        Just(Bson::RegularExpression(bson::Regex {
+            pattern: "^a".to_string().try_into().unwrap(),
+            options: "i".to_string().try_into().unwrap()
+        })),
+        Just(Bson::DateTime(bson::DateTime::from_millis(5))),
+        Just(Bson::MinKey),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Bson> {
+    leaf().prop_recursive(4, 48, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Bson::Array),
+            prop::collection::vec((key(), inner), 0..5)
+                .prop_map(|kv| Bson::Document(kv.into_iter().collect::<BDoc>())),
+        ]
+    })
+}
+
+fn document() -> impl Strategy<Value = BDoc> {
+    prop::collection::vec((key(), value()), 0..6).prop_map(|kv| kv.into_iter().collect())
+}
+
+fn command() -> impl Strategy<Value = BDoc> {
+    let d = document;
+    prop_oneof![
+        (d(), d(), d(), value(), value()).prop_map(|(f, p, s, l, k)| doc! {"find": "c", "filter": f, "projection": p, "sort": s, "limit": l, "skip": k, "hint": "x", "singleBatch": true, "$db": "t"}),
+        (prop::collection::vec(d(), 0..5), value()).prop_map(|(stages, l)| doc! {"aggregate": "c", "pipeline": stages, "let": l, "$db": "t"}),
+        (prop::collection::vec(d(), 0..5), prop::collection::vec(value(), 0..3)).prop_map(|(st, docs)| doc! {"aggregate": "c", "pipeline": [{"$match": st.first().cloned().unwrap_or_default()}, {"$lookup": {"from": "x", "let": {"a": "$b"}, "pipeline": st.clone()}}, {"$facet": {"x": st.clone(), "y": docs.first().cloned().unwrap_or(Bson::Null)}}, {"$graphLookup": st.first().cloned().unwrap_or_default()}, {"$project": st.last().cloned().unwrap_or_default()}], "$db": "t"}),
+        (d(), value(), value()).prop_map(|(q, u, m)| doc! {"update": "c", "updates": [{"q": q.clone(), "u": u, "multi": m, "upsert": true, "arrayFilters": [q]}], "$db": "t"}),
+        (d(), d()).prop_map(|(q, u)| doc! {"update": "c", "updates": [{"q": q, "u": u}], "$db": "t"}),
+        prop::collection::vec(d(), 0..4).prop_map(|docs| doc! {"insert": "c", "documents": docs, "$db": "t"}),
+        (d(), value()).prop_map(|(q, l)| doc! {"delete": "c", "deletes": [{"q": q, "limit": l}], "$db": "t"}),
+        (d(), d(), value(), any::<bool>()).prop_map(|(q, s, u, n)| doc! {"findAndModify": "c", "query": q, "sort": s, "update": u, "new": n, "fields": {"a": 1, "b": {"$slice": 2}}, "$db": "t"}),
+        (d(), d(), value()).prop_map(|(q, u, k)| doc! {"count": "c", "query": q, "distinct": "c", "key": k, "$db": "t", "x": u}),
+        (d(), d()).prop_map(|(a, b)| doc! {"bulkWrite": 1, "ops": [{"insert": 0, "document": a}, {"update": 1, "filter": b.clone(), "updateMods": b.clone(), "q": b.clone(), "u": b}, {"delete": 0, "filter": {"x": 1}, "multi": true}, {"weird": 0}], "nsInfo": [{"ns": "t.a"}, {"ns": "t.b"}], "$db": "admin"}),
+    ]
+}
+
+fn command_view(body: &BDoc) -> Message {
+    let bytes = OpMsg::new(Document::from_doc(body)).encode(1, 0);
+    Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn shape_text_is_canonical_json(body in command()) {
+        let m = command_view(&body);
+        for s in shapes(&Command::from_message(&m).unwrap()) {
+            prop_assert_eq!(s.shape.to_value().to_string(), s.shape.as_str());
+        }
+    }
+
+    #[test]
+    fn filter_shapes_carry_no_literal_and_ignore_sibling_order(d in document()) {
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        let shape = ShapeJson::build(|o| filter(o, &raw));
+        let text = shape.as_str();
+        prop_assert!(!text.contains("secret") && !text.chars().any(|c| c.is_ascii_digit()), "{}", text);
+        let mut pairs: Vec<(String, Bson)> = d.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        pairs.reverse();
+        let reversed: BDoc = pairs.into_iter().collect();
+        let raw = RawDocumentBuf::try_from(&reversed).unwrap();
+        prop_assert_eq!(ShapeJson::build(|o| filter(o, &raw)), shape);
+    }
+}

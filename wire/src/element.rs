@@ -1,0 +1,160 @@
+//! A quick walk over a document's top-level elements by their headers alone: type,
+//! key bytes, value bytes. Nothing is decoded or UTF-8 checked until asked for, so
+//! finding one field (`$db`, usually the last) or skipping large ones (`lsid`,
+//! `$clusterTime`, a batch) costs a few byte reads each. The walk stops at the
+//! first malformed element; `bson`'s iterator is the one that reports errors.
+
+use bson::RawDocument;
+
+/// One element: its type byte, key and the exact bytes of its value.
+#[derive(Debug, Clone, Copy)]
+pub struct Element<'a> {
+    /// The BSON type byte (0x02 string, 0x03 document, 0x04 array, ...).
+    pub kind: u8,
+    /// The key, not checked for UTF-8.
+    pub key: &'a [u8],
+    /// The value's bytes.
+    pub value: &'a [u8],
+}
+
+impl<'a> Element<'a> {
+    /// The value of a string element.
+    pub fn as_str(&self) -> Option<&'a str> {
+        match self.kind {
+            0x02 => std::str::from_utf8(self.value.get(4..self.value.len() - 1)?).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value of a document element.
+    pub fn as_document(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            0x03 => RawDocument::from_bytes(self.value).ok(),
+            _ => None,
+        }
+    }
+
+    /// An int32, int64 or double, as i64 (doubles truncated).
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.kind {
+            0x10 => Some(i32::from_le_bytes(self.value.try_into().ok()?).into()),
+            0x12 => Some(i64::from_le_bytes(self.value.try_into().ok()?)),
+            0x01 => Some(f64::from_le_bytes(self.value.try_into().ok()?) as i64),
+            _ => None,
+        }
+    }
+
+    /// A number or boolean equal to 1 (how `ok` is spelled: 1, 1.0, true).
+    pub fn is_one(&self) -> bool {
+        match self.kind {
+            0x01 => f64::from_le_bytes(self.value.try_into().unwrap_or_default()) == 1.0,
+            0x08 => self.value == [1],
+            _ => self.as_i64() == Some(1),
+        }
+    }
+}
+
+/// The elements of `doc`, in order.
+pub fn elements(doc: &RawDocument) -> Elements<'_> {
+    Elements { b: doc.as_bytes(), at: 4 }
+}
+
+/// The element of `doc` named `key`, if any.
+pub fn find<'a>(doc: &'a RawDocument, key: &str) -> Option<Element<'a>> {
+    elements(doc).find(|e| e.key == key.as_bytes())
+}
+
+/// Iterator of [`elements`].
+#[derive(Debug, Clone)]
+pub struct Elements<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Elements<'a> {
+    fn i32_at(&self, i: usize) -> Option<usize> {
+        let n = i32::from_le_bytes(self.b.get(i..i + 4)?.try_into().ok()?);
+        usize::try_from(n).ok()
+    }
+
+    fn cstring_len(&self, i: usize) -> Option<usize> {
+        self.b.get(i..)?.iter().position(|&x| x == 0)
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Element<'a>;
+
+    fn next(&mut self) -> Option<Element<'a>> {
+        let kind = *self.b.get(self.at)?;
+        if kind == 0 {
+            return None;
+        }
+        let key_at = self.at + 1;
+        let key_len = self.cstring_len(key_at)?;
+        let v = key_at + key_len + 1;
+        let len = match kind {
+            0x06 | 0x0A | 0xFF | 0x7F => 0,
+            0x08 => 1,
+            0x10 => 4,
+            0x01 | 0x09 | 0x11 | 0x12 => 8,
+            0x07 => 12,
+            0x13 => 16,
+            0x02 | 0x0D | 0x0E => 4 + self.i32_at(v)?,
+            0x03 | 0x04 | 0x0F => self.i32_at(v)?,
+            0x05 => 5 + self.i32_at(v)?,
+            0x0C => 4 + self.i32_at(v)? + 12,
+            0x0B => {
+                let pattern = self.cstring_len(v)?;
+                let options = self.cstring_len(v + pattern + 1)?;
+                pattern + options + 2
+            }
+            _ => {
+                self.at = self.b.len();
+                return None;
+            }
+        };
+        // The value must end before the document's terminator.
+        let value = self.b.get(v..v + len).filter(|_| v + len < self.b.len())?;
+        self.at = v + len;
+        Some(Element { kind, key: &self.b[key_at..key_at + key_len], value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, RawDocumentBuf};
+
+    #[test]
+    fn walks_every_type_and_finds_by_key() {
+        let d = doc! {
+            "d": 1.5, "s": "x", "o": {"a": 1}, "a": [1, 2], "bin": bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: vec![1, 2] },
+            "oid": bson::oid::ObjectId::new(), "b": true, "dt": bson::DateTime::now(), "n": null,
+            "re": bson::Regex { pattern: "^a".to_string().try_into().unwrap(), options: "i".to_string().try_into().unwrap() },
+            "i": 7, "ts": bson::Timestamp { time: 1, increment: 2 }, "l": 9_i64, "min": bson::Bson::MinKey, "$db": "shop",
+        };
+        let raw = RawDocumentBuf::try_from(&d).unwrap();
+        let keys: Vec<&[u8]> = elements(&raw).map(|e| e.key).collect();
+        let expected: Vec<&[u8]> = d.keys().map(|k| k.as_bytes()).collect();
+        assert_eq!(keys, expected);
+        assert_eq!(find(&raw, "$db").and_then(|e| e.as_str()), Some("shop"));
+        assert_eq!(find(&raw, "i").and_then(|e| e.as_i64()), Some(7));
+        assert_eq!(find(&raw, "l").and_then(|e| e.as_i64()), Some(9));
+        assert!(find(&raw, "b").unwrap().is_one());
+        assert_eq!(find(&raw, "o").and_then(|e| e.as_document()).unwrap().get_i32("a").unwrap(), 1);
+        assert!(find(&raw, "missing").is_none());
+    }
+
+    #[test]
+    fn stops_at_malformed_elements() {
+        let raw = RawDocumentBuf::try_from(&doc! {"a": "x", "b": 1}).unwrap();
+        let mut bytes = raw.as_bytes().to_vec();
+        bytes[7] = 0x40; // string length beyond the document
+        let bad = RawDocument::from_bytes(&bytes).unwrap();
+        assert_eq!(elements(bad).count(), 0);
+        let mut unknown = raw.as_bytes().to_vec();
+        unknown[4] = 0x42;
+        assert_eq!(elements(RawDocument::from_bytes(&unknown).unwrap()).count(), 0);
+    }
+}
