@@ -45,6 +45,23 @@ def peak_rss_kib(pid):
     return 0
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """CPU seconds used so far by each thread of `pid`, by thread name (user + system)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / TICK
+    return out
+
+
 def loadgen(port, conns, label):
     out = subprocess.run([os.path.join(REL, "loadgen"), f"127.0.0.1:{port}", str(conns), str(SECONDS), label],
                          capture_output=True, text=True, check=True).stdout.split("\t")
@@ -81,13 +98,23 @@ listen mongo
         procs.append(mt)
         wait_port(tap)
         targets = [("direct", canned), ("haproxy", haproxy), ("mongotap", tap)]
+        pids = {"haproxy": procs[1].pid, "mongotap": mt.pid}
         results = {}
+        cpu = {}  # (target, thread kind) -> CPU seconds during the 32-connection runs
+        ops32 = {}
         for r in range(ROUNDS):
             # Rotate the order each round so no target always runs first or last.
             order = targets[r % 3:] + targets[:r % 3]
             for conns in (1, 32):
                 for name, port in order:
+                    before = cpu_seconds(pids[name]) if name in pids and conns == 32 else None
                     results.setdefault((name, conns), []).append(loadgen(port, conns, name))
+                    if before is not None:
+                        after = cpu_seconds(pids[name])
+                        for thread, t in after.items():
+                            kind = "analysis" if thread.startswith("mongotap-analys") else "forwarding"
+                            cpu[(name, kind)] = cpu.get((name, kind), 0.0) + t - before.get(thread, 0.0)
+                        ops32[name] = ops32.get(name, 0.0) + results[(name, 32)][-1][0] * SECONDS
         rss = peak_rss_kib(mt.pid)
         py = pymongo_view(targets)
         # Memory: 1,000 concurrent connections cycling through 10,000 distinct shapes.
@@ -126,19 +153,26 @@ listen mongo
     print(f"added p99 at 1 connection: haproxy {add_h99:.0f} us, mongotap {add_m99:.0f} us"
           f" -> ratio {add_m99 / max(add_h99, 1):.2f} (target <= 1.5)")
     tput = med[("mongotap", 32)][0] / med[("haproxy", 32)][0]
+    rounds = [m[0] / h[0] for m, h in zip(results[("mongotap", 32)], results[("haproxy", 32)])]
     print(f"throughput at 32 connections: mongotap / haproxy = {tput:.2f} (target >= 0.9); "
-          f"mongotap / direct = {med[('mongotap', 32)][0] / med[('direct', 32)][0]:.2f}")
+          f"mongotap / direct = {med[('mongotap', 32)][0] / med[('direct', 32)][0]:.2f}; "
+          f"round by round {min(rounds):.2f}-{max(rounds):.2f}")
+    us = {k: v / ops32[k[0]] * 1e6 for k, v in cpu.items()}
+    m_fwd, m_an = us.get(("mongotap", "forwarding"), 0.0), us.get(("mongotap", "analysis"), 0.0)
+    h_all = us.get(("haproxy", "forwarding"), 0.0)
+    print(f"CPU per operation at 32 connections: haproxy {h_all:.1f} us; mongotap {m_fwd + m_an:.1f} us "
+          f"(forwarding {m_fwd:.1f} + analysis {m_an:.1f}) -> ratio {(m_fwd + m_an) / max(h_all, 0.01):.2f}")
     print(f"mongotap peak RSS: {rss / 1024:.1f} MiB after the runs above; {rss_shapes / 1024:.1f} MiB after 1,000 "
           f"concurrent connections over 10,000 distinct shapes ({totals['shapes']} rows kept; target < 150 MB)")
     print(f"mongotap analysed {totals['operations']} operations, "
           f"{totals['events_dropped']} events dropped (counted), {totals['parse_errors']} parse errors")
     for name, ops in py:
-        print(f"pymongo find_one through {name}: {ops:.0f} ops/s")
+        print(f"pymongo find_one through {name}: {ops:.0f} ops/s (median of {ROUNDS})")
     print(stall)
 
 
 def pymongo_view(targets):
-    """A real client's view: pymongo find_one, 1 connection, 2,000 times per target."""
+    """A real client's view: pymongo find_one, 1 connection, 2,000 times per target per round; medians."""
     code = """
 import sys, time, pymongo
 c = pymongo.MongoClient(f"mongodb://127.0.0.1:{sys.argv[1]}/?directConnection=true")
@@ -149,11 +183,12 @@ for _ in range(2000): coll.find_one({"sku": "P-100"})
 print(2000 / (time.perf_counter() - t))
 """
     py = os.path.join(ROOT, ".venv", "bin", "python")
-    out = []
-    for name, port in targets:
-        r = subprocess.run([py, "-c", code, str(port)], capture_output=True, text=True)
-        out.append((name, float(r.stdout.strip() or 0)))
-    return out
+    runs = {}
+    for r in range(ROUNDS):
+        for name, port in targets[r % 3:] + targets[:r % 3]:
+            out = subprocess.run([py, "-c", code, str(port)], capture_output=True, text=True)
+            runs.setdefault(name, []).append(float(out.stdout.strip() or 0))
+    return [(name, statistics.median(runs[name])) for name, _ in targets]
 
 
 if __name__ == "__main__":

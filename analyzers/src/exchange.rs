@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use bson::RawDocument;
-use mongotap_wire::{Command, CommandReply, Frame, Message, MsgFlags, Op, OpCode, RequestId};
+use mongotap_wire::{Command, CommandReply, Message, MsgFlags, Op, OpCode, RequestId};
 
 use crate::event::{ConnId, Direction, Micros, TapEvent};
 use crate::operation::{ConnInfo, Operation};
@@ -168,14 +168,8 @@ impl Correlator {
                 }
                 let bytes = frame.bytes.len() as u64;
                 // A request may wait for its reply a long time (or forever, if the tap
-                // dropped the reply): copy its few bytes out of the connection's shared
-                // read buffer so that it pins only itself. Replies are used at once.
-                let frame = match dir {
-                    Direction::ToServer => {
-                        Frame { header: frame.header, bytes: bytes::Bytes::copy_from_slice(&frame.bytes) }
-                    }
-                    Direction::ToClient => frame,
-                };
+                // dropped the reply): it holds its frame, which owns just its own bytes
+                // (the proxy's splitter copies each message out of its read buffer).
                 let message = match Message::decode(&frame) {
                     Ok(m) => m,
                     Err(e) => {

@@ -23,7 +23,7 @@ pub struct ShapeJson(Vec<u8>);
 impl ShapeJson {
     /// Writes a shape with `write`.
     pub fn build(write: impl FnOnce(&mut Vec<u8>)) -> ShapeJson {
-        let mut out = Vec::with_capacity(64);
+        let mut out = Vec::with_capacity(256);
         write(&mut out);
         ShapeJson(out)
     }

@@ -1,7 +1,7 @@
 //! One direction of one connection: read, forward at once, then hand any whole
 //! messages to the tap. The bytes are written before anything looks at them, so
-//! forwarding never waits on framing, and framing never copies: a frame is a
-//! refcounted slice of the read buffer.
+//! forwarding never waits on framing. Each tapped message is copied out of the read
+//! buffer, so the buffer is reused in place and nothing queued pins it.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,9 +49,8 @@ where
     let mut forwarded = 0u64;
     loop {
         // Grow only when room runs low or the message being framed needs more (its
-        // header says how much), so a large message is read in few calls. Reserving on
-        // every read would move the buffer each time queued frames still share it, and
-        // every queued frame would pin a buffer of its own.
+        // header says how much), so a large message is read in few calls. Otherwise
+        // `reserve` just moves the unread tail to the front of the same buffer.
         let need = splitter.wanted(&buf).min(READ_MAX);
         let spare = buf.capacity() - buf.len();
         if spare < READ_MIN / 4 || spare < need {

@@ -74,7 +74,8 @@ pub enum Split {
     TooLarge(MsgHeader),
 }
 
-/// Cuts a stream into frames for the tap, keeping memory bounded: messages above
+/// Cuts a stream into frames for the tap, each a copy of its message's bytes,
+/// keeping memory bounded: messages above
 /// `keep_limit` are skipped (their header reported), and a length outside the
 /// protocol's limits stops the splitter for good, since the stream can no longer
 /// be framed. The caller forwards bytes itself; this only decides what to keep.
@@ -146,7 +147,12 @@ impl Splitter {
         if buf.len() < len {
             return None;
         }
-        Some(Ok(Split::Frame(Frame { header, bytes: buf.split_to(len).freeze() })))
+        // A copy, not a slice of `buf`: a frame waiting in a queue would otherwise pin
+        // the whole read buffer, and the next read would need a new one. Copying the
+        // message is cheaper than that allocation, and the buffer is reused in place.
+        let bytes = Bytes::copy_from_slice(&buf[..len]);
+        buf.advance(len);
+        Some(Ok(Split::Frame(Frame { header, bytes })))
     }
 }
 
