@@ -58,7 +58,14 @@ impl std::fmt::Display for ShapeJson {
 
 /// A JSON string, escaped as `serde_json` escapes it.
 pub fn string(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("writing to memory cannot fail");
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        // Nearly every key and field path: nothing to escape.
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to memory cannot fail");
+    }
 }
 
 /// Writes a JSON object member by member, minding the commas.

@@ -242,7 +242,7 @@ impl AccessTable {
                 }
                 m.close();
             });
-            let cursor_of = origin.map(|o| hex(o.key));
+            let cursor_of = origin.and_then(|o| self.rows.get(&o.key)).map(|r| r.shape_id.clone());
             let key = self.add(op, &op.namespace, category, &shape, cursor_of, 1);
             self.note_fields(key, op, &cmd);
             return;
@@ -277,13 +277,16 @@ impl AccessTable {
         cursor_of: Option<String>,
         statements: u64,
     ) -> u64 {
-        let key = Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish();
+        let key = row_key(namespace, &op.command, shape);
         let at = op.started_at;
         let row = if let Some(row) = self.rows.get_mut(&key) {
             row
         } else if self.rows.len() < self.limits.max_shapes {
+            // The shape id users see is a stable FNV-1a fingerprint; it is worked out
+            // once per row, while the per-operation lookup uses a faster hash.
+            let id = hex(Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish());
             let mut r =
-                Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), hex(key), at);
+                Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), id, at);
             r.cursor_of = cursor_of;
             self.rows.entry(key).or_insert(r)
         } else {
@@ -338,6 +341,18 @@ impl AccessTable {
             note_fields_read(row, op, cmd, cap);
         }
     }
+}
+
+/// The table's key for a row: a 64-bit hash of namespace, command and shape text,
+/// eight bytes a step. Not the shape id (that must stay the same across versions).
+fn row_key(namespace: &str, command: &str, shape: &ShapeJson) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    for part in [namespace.as_bytes(), command.as_bytes(), shape.as_bytes()] {
+        h.write(part);
+        h.write_u8(0xff);
+    }
+    h.finish()
 }
 
 /// Envelope fields that say nothing about the query.

@@ -83,9 +83,17 @@ impl<'m> Command<'m> {
 
     /// `database.collection`, or just the database for database-level commands.
     pub fn namespace(&self) -> String {
+        let db = self.database();
         match self.collection() {
-            Some(c) => format!("{}.{c}", self.database()),
-            None => self.database().to_owned(),
+            Some(c) => {
+                // Not `format!`: this runs for every request, and the formatter costs more.
+                let mut ns = String::with_capacity(db.len() + 1 + c.len());
+                ns.push_str(db);
+                ns.push('.');
+                ns.push_str(c);
+                ns
+            }
+            None => db.to_owned(),
         }
     }
 
