@@ -2,7 +2,8 @@
 //! distinct statement shape: a batch of ten identical updates is one shape with
 //! ten statements; an insert of mixed documents is one shape per document shape.
 
-use bson::{RawBsonRef, RawDocument};
+use bson::RawDocument;
+use mongotap_wire::element::{self, Element};
 use mongotap_wire::Command;
 
 use crate::shape::{
@@ -86,7 +87,7 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
         "aggregate" => {
             let [p, let_, collation, hint] = pick(b, ["pipeline", "let", "collation", "hint"]);
             one(&|m| {
-                put(m, "pipeline", p.and_then(|p| p.as_array()), pipeline);
+                put(m, "pipeline", p.filter(|p| p.kind == 0x04), pipeline);
                 put(m, "let", let_, expression);
                 put(m, "collation", collation, literal);
                 put(m, "hint", hint, literal);
@@ -137,7 +138,7 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
             ShapeJson::build(|o| {
                 let mut m = Obj::open(o);
                 put(&mut m, "filter", doc(q), filter);
-                let multi = !matches!(limit, Some(RawBsonRef::Int32(1) | RawBsonRef::Int64(1)));
+                let multi = !matches!(limit, Some(l) if l.kind != 0x01 && l.as_i64() == Some(1));
                 boolean(m.key("multi"), multi);
                 put(&mut m, "collation", collation, literal);
                 put(&mut m, "hint", hint, literal);
@@ -160,7 +161,7 @@ fn update_statement(out: &mut Vec<u8>, d: &RawDocument) {
     if let Some(filters) = array_filters.and_then(|a| a.as_array()) {
         let o = m.key("arrayFilters");
         o.push(b'[');
-        for (i, f) in filters.into_iter().flatten().filter_map(|f| f.as_document()).enumerate() {
+        for (i, f) in element::elements(filters).filter_map(|f| f.as_document()).enumerate() {
             if i > 0 {
                 o.push(b',');
             }
@@ -179,13 +180,13 @@ fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
         c.documents("nsInfo").iter().map(|d| d.get_str("ns").unwrap_or("?").to_owned()).collect();
     let mut out: Vec<StatementShape> = Vec::new();
     for op in c.documents("ops") {
-        let Some(Ok((kind, idx))) = op.iter().next() else { continue };
-        let ns = match idx {
-            RawBsonRef::Int32(i) => namespaces.get(i as usize).cloned(),
-            RawBsonRef::Int64(i) => namespaces.get(i as usize).cloned(),
+        let Some(first) = element::elements(op).next() else { continue };
+        let ns = match first.kind {
+            0x10 | 0x12 => first.as_i64().and_then(|i| namespaces.get(usize::try_from(i).ok()?).cloned()),
             _ => None,
         };
-        let shape = ShapeJson::build(|o| match kind.as_str() {
+        let kind = String::from_utf8_lossy(first.key);
+        let shape = ShapeJson::build(|o| match kind.as_ref() {
             "insert" => single(o, "insert", |o| match op.get_document("document") {
                 Ok(d) => document_fields(o, d),
                 Err(_) => o.extend_from_slice(b"null"),
@@ -233,19 +234,18 @@ fn put<T>(m: &mut Obj<'_>, key: &str, v: Option<T>, write: impl FnOnce(&mut Vec<
     }
 }
 
-/// The values of `keys` in `d`, read in one pass (a `get` per key would rescan),
-/// decoding only the values asked for.
-fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<RawBsonRef<'a>>; N] {
+/// The elements named `keys` in `d`, read in one pass (a `get` per key would rescan).
+fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<Element<'a>>; N] {
     let mut out = [None; N];
-    for e in d.iter_elements().flatten() {
-        if let Some(i) = keys.iter().position(|x| *x == e.key().as_str()) {
-            out[i] = e.value().ok();
+    for e in element::elements(d) {
+        if let Some(i) = keys.iter().position(|x| x.as_bytes() == e.key) {
+            out[i] = Some(e);
         }
     }
     out
 }
 
-fn doc(v: Option<RawBsonRef<'_>>) -> Option<&RawDocument> {
+fn doc(v: Option<Element<'_>>) -> Option<&RawDocument> {
     v?.as_document()
 }
 
@@ -254,9 +254,13 @@ fn boolean(out: &mut Vec<u8>, b: bool) {
 }
 
 /// Keeps only whether `skip`/`limit` is there; 0 means none (no skip, no limit).
-fn presence(m: &mut Obj<'_>, key: &str, v: Option<RawBsonRef<'_>>) {
+fn presence(m: &mut Obj<'_>, key: &str, v: Option<Element<'_>>) {
     if let Some(v) = v {
-        let zero = matches!(v, RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) || v.as_f64() == Some(0.0);
+        let zero = match v.kind {
+            0x10 | 0x12 => v.as_i64() == Some(0),
+            0x01 => v.value.try_into().is_ok_and(|b| f64::from_le_bytes(b) == 0.0),
+            _ => false,
+        };
         if !zero {
             boolean(m.key(key), true);
         }
@@ -264,8 +268,8 @@ fn presence(m: &mut Obj<'_>, key: &str, v: Option<RawBsonRef<'_>>) {
 }
 
 /// Keeps a boolean option that is true.
-fn flag(m: &mut Obj<'_>, key: &str, v: Option<RawBsonRef<'_>>) {
-    if matches!(v, Some(RawBsonRef::Boolean(true))) {
+fn flag(m: &mut Obj<'_>, key: &str, v: Option<Element<'_>>) {
+    if v.and_then(|v| v.as_bool()) == Some(true) {
         boolean(m.key(key), true);
     }
 }

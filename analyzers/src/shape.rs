@@ -8,12 +8,14 @@
 //!
 //! Shapes are written straight from the raw BSON as compact JSON text ([`ShapeJson`]):
 //! that text is what is compared and hashed on every operation, and it is parsed into
-//! a `serde_json::Value` only when a new table row needs one. Building a tree of maps
-//! per operation cost more than everything else in the analysis put together.
+//! a `serde_json::Value` only when a new table row needs one. Documents are read with
+//! [`mongotap_wire::element`]'s header walk: a placeholder needs a value's type, not
+//! its decoded value.
 
 use std::ops::Range;
 
-use bson::{RawArray, RawBsonRef, RawDocument};
+use bson::RawDocument;
+use mongotap_wire::element::{self, Element};
 use serde_json::Value;
 
 /// A shape as compact JSON text, exactly as `serde_json` would print its `Value`.
@@ -58,13 +60,19 @@ impl std::fmt::Display for ShapeJson {
 
 /// A JSON string, escaped as `serde_json` escapes it.
 pub fn string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        // Nearly every key and field path: nothing to escape.
+    bytes_string(out, s.as_bytes());
+}
+
+/// A JSON string from raw key or string bytes: copied when printable ASCII with
+/// nothing to escape (nearly always), otherwise escaped by `serde_json` (and made
+/// valid UTF-8, should the wire's bytes not be).
+fn bytes_string(out: &mut Vec<u8>, b: &[u8]) {
+    if b.iter().all(|&c| (0x20..0x80).contains(&c) && c != b'"' && c != b'\\') {
         out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(b);
         out.push(b'"');
     } else {
-        serde_json::to_writer(&mut *out, s).expect("writing to memory cannot fail");
+        serde_json::to_writer(&mut *out, &String::from_utf8_lossy(b)).expect("writing to memory cannot fail");
     }
 }
 
@@ -83,10 +91,14 @@ impl<'a> Obj<'a> {
 
     /// Writes a key; the caller writes its value into the returned buffer.
     pub fn key(&mut self, k: &str) -> &mut Vec<u8> {
+        self.key_bytes(k.as_bytes())
+    }
+
+    fn key_bytes(&mut self, k: &[u8]) -> &mut Vec<u8> {
         if !std::mem::take(&mut self.empty) {
             self.out.push(b',');
         }
-        string(self.out, k);
+        bytes_string(self.out, k);
         self.out.push(b':');
         self.out
     }
@@ -111,16 +123,25 @@ fn array<T>(out: &mut Vec<u8>, items: impl IntoIterator<Item = T>, mut write: im
 
 /// `{"key":<value>}`.
 pub fn single(out: &mut Vec<u8>, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
+    single_bytes(out, key.as_bytes(), value)
+}
+
+fn single_bytes(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
     let mut o = Obj::open(out);
-    value(o.key(key));
+    value(o.key_bytes(key));
     o.close();
 }
 
+/// The elements of an array (or document) element's value, if it is one.
+fn items<'a>(e: &Element<'a>) -> impl Iterator<Item = Element<'a>> {
+    e.as_array().or_else(|| e.as_document()).into_iter().flat_map(element::elements)
+}
+
 /// The placeholder for one literal.
-pub fn placeholder(out: &mut Vec<u8>, v: RawBsonRef<'_>) {
-    match v {
-        RawBsonRef::Array(a) => array_placeholder(out, a),
-        other => quoted(out, type_placeholder(other)),
+pub fn placeholder(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.kind {
+        0x04 => array_placeholder(out, v),
+        kind => quoted(out, type_placeholder(kind)),
     }
 }
 
@@ -131,36 +152,36 @@ fn quoted(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-fn type_placeholder(v: RawBsonRef<'_>) -> &'static str {
-    match v {
-        RawBsonRef::Double(_) | RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Decimal128(_) => {
-            "?number"
-        }
-        RawBsonRef::String(_) => "?string",
-        RawBsonRef::Document(_) => "?object",
-        RawBsonRef::Array(_) => "?array",
-        RawBsonRef::Binary(_) => "?binData",
-        RawBsonRef::Undefined => "?undefined",
-        RawBsonRef::ObjectId(_) => "?objectId",
-        RawBsonRef::Boolean(_) => "?bool",
-        RawBsonRef::DateTime(_) => "?date",
-        RawBsonRef::Null => "?null",
-        RawBsonRef::RegularExpression(_) => "?regex",
-        RawBsonRef::DbPointer(_) => "?dbPointer",
-        RawBsonRef::JavaScriptCode(_) | RawBsonRef::JavaScriptCodeWithScope(_) => "?javascript",
-        RawBsonRef::Symbol(_) => "?symbol",
-        RawBsonRef::Timestamp(_) => "?timestamp",
-        RawBsonRef::MinKey => "?minKey",
-        RawBsonRef::MaxKey => "?maxKey",
+/// The placeholder of a BSON type byte.
+fn type_placeholder(kind: u8) -> &'static str {
+    match kind {
+        0x01 | 0x10 | 0x12 | 0x13 => "?number",
+        0x02 => "?string",
+        0x03 => "?object",
+        0x04 => "?array",
+        0x05 => "?binData",
+        0x06 => "?undefined",
+        0x07 => "?objectId",
+        0x08 => "?bool",
+        0x09 => "?date",
+        0x0A => "?null",
+        0x0B => "?regex",
+        0x0C => "?dbPointer",
+        0x0D | 0x0F => "?javascript",
+        0x0E => "?symbol",
+        0x11 => "?timestamp",
+        0xFF => "?minKey",
+        0x7F => "?maxKey",
+        _ => "?unknown",
     }
 }
 
 /// `?array<?T>` when every element has type T, `?array<>` when mixed, `[]` when empty.
-fn array_placeholder(out: &mut Vec<u8>, a: &RawArray) {
+fn array_placeholder(out: &mut Vec<u8>, a: Element<'_>) {
     let mut kind: Option<&'static str> = None;
     let mut mixed = false;
-    for v in a.into_iter().flatten() {
-        let t = type_placeholder(v);
+    for v in items(&a) {
+        let t = type_placeholder(v.kind);
         match kind {
             None => kind = Some(t),
             Some(k) if k != t => mixed = true,
@@ -180,26 +201,31 @@ fn array_placeholder(out: &mut Vec<u8>, a: &RawArray) {
 
 /// A literal value as JSON, for the parts a shape keeps as written (sort, collation,
 /// hint, `$lookup` collection names). Never used for filter values.
-pub fn literal(out: &mut Vec<u8>, v: RawBsonRef<'_>) {
-    match v {
+pub fn literal(out: &mut Vec<u8>, v: Element<'_>) {
+    let memory = "writing to memory cannot fail";
+    match v.kind {
         // Non-finite doubles print as null, as serde_json prints them.
-        RawBsonRef::Double(d) => serde_json::to_writer(&mut *out, &d).expect("memory"),
-        RawBsonRef::Int32(i) => serde_json::to_writer(&mut *out, &i).expect("memory"),
-        RawBsonRef::Int64(i) => serde_json::to_writer(&mut *out, &i).expect("memory"),
-        RawBsonRef::String(s) => string(out, s),
-        RawBsonRef::Boolean(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        RawBsonRef::Null => out.extend_from_slice(b"null"),
-        RawBsonRef::Document(d) => object(out, d, literal),
-        RawBsonRef::Array(a) => array(out, a.into_iter().flatten(), literal),
-        other => placeholder(out, other),
+        0x01 => serde_json::to_writer(&mut *out, &f64::from_le_bytes(v.value.try_into().unwrap_or_default()))
+            .expect(memory),
+        0x10 | 0x12 => serde_json::to_writer(&mut *out, &v.as_i64()).expect(memory),
+        0x02 => bytes_string(out, v.value.get(4..v.value.len().saturating_sub(1)).unwrap_or_default()),
+        0x08 => boolean(out, v.as_bool() == Some(true)),
+        0x0A => out.extend_from_slice(b"null"),
+        0x03 => object(out, v.as_document(), literal),
+        0x04 => array(out, items(&v), literal),
+        _ => placeholder(out, v),
     }
 }
 
+fn boolean(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
 /// An object with `d`'s keys and each value written by `value`.
-fn object(out: &mut Vec<u8>, d: &RawDocument, value: impl Fn(&mut Vec<u8>, RawBsonRef<'_>)) {
+fn object<'a>(out: &mut Vec<u8>, d: Option<&'a RawDocument>, value: impl Fn(&mut Vec<u8>, Element<'a>)) {
     let mut o = Obj::open(out);
-    for (k, v) in d.iter().flatten() {
-        value(o.key(k.as_str()), v);
+    for e in d.into_iter().flat_map(element::elements) {
+        value(o.key_bytes(e.key), e);
     }
     o.close();
 }
@@ -243,13 +269,13 @@ pub fn filter(out: &mut Vec<u8>, doc: &RawDocument) {
 }
 
 fn predicates(preds: &mut Predicates, doc: &RawDocument) {
-    for (key, v) in doc.iter().flatten() {
-        match key.as_str() {
+    for e in element::elements(doc) {
+        match e.key {
             // An explicit $and is the same shape as implicit siblings: its branches'
             // predicates join this level.
-            "$and" => match v {
-                RawBsonRef::Array(a) => {
-                    for branch in a.into_iter().flatten().filter_map(|b| b.as_document()) {
+            b"$and" => match e.as_array() {
+                Some(a) => {
+                    for branch in element::elements(a).filter_map(|b| b.as_document()) {
                         let before = preds.spans.len();
                         predicates(preds, branch);
                         if preds.spans.len() == before {
@@ -257,215 +283,191 @@ fn predicates(preds: &mut Predicates, doc: &RawDocument) {
                         }
                     }
                 }
-                other => preds.push(|o| placeholder(o, other)),
+                None => preds.push(|o| placeholder(o, e)),
             },
-            k @ ("$or" | "$nor") => preds.push(|o| {
-                single(o, k, |o| match v {
-                    RawBsonRef::Array(a) => {
-                        let mut branches: Vec<ShapeJson> = a
-                            .into_iter()
-                            .flatten()
+            k @ (b"$or" | b"$nor") => preds.push(|o| {
+                single_bytes(o, k, |o| match e.as_array() {
+                    Some(a) => {
+                        let mut branches: Vec<ShapeJson> = element::elements(a)
                             .filter_map(|b| b.as_document())
                             .map(|b| ShapeJson::build(|o| filter(o, b)))
                             .collect();
                         branches.sort_by(|a, b| a.0.cmp(&b.0));
                         array(o, &branches, |o, b| o.extend_from_slice(&b.0));
                     }
-                    other => array(o, [other], placeholder),
+                    None => array(o, [e], placeholder),
                 })
             }),
-            "$expr" => preds.push(|o| single(o, "$expr", |o| expression(o, v))),
-            "$comment" => {}
-            k if k.starts_with('$') => preds.push(|o| single(o, k, |o| placeholder(o, v))),
-            field => field_predicates(preds, field, v),
+            b"$expr" => preds.push(|o| single(o, "$expr", |o| expression(o, e))),
+            b"$comment" => {}
+            k if k.starts_with(b"$") => preds.push(|o| single_bytes(o, k, |o| placeholder(o, e))),
+            field => field_predicates(preds, field, e),
         }
     }
 }
 
 /// `{field: value}` or `{field: {$op: value, ...}}` as one predicate per operator.
-fn field_predicates(preds: &mut Predicates, field: &str, v: RawBsonRef<'_>) {
-    let one = |preds: &mut Predicates, op: &str, value: &dyn Fn(&mut Vec<u8>)| {
-        preds.push(|o| single(o, field, |o| single(o, op, value)))
+fn field_predicates(preds: &mut Predicates, field: &[u8], v: Element<'_>) {
+    let one = |preds: &mut Predicates, op: &[u8], value: &dyn Fn(&mut Vec<u8>)| {
+        preds.push(|o| single_bytes(o, field, |o| single_bytes(o, op, value)))
     };
-    let ops = match v {
-        RawBsonRef::Document(d) if first_key(d).is_some_and(|k| k.starts_with('$')) => d,
-        RawBsonRef::RegularExpression(_) => return one(preds, "$regex", &|o| quoted(o, "?regex")),
-        other => return one(preds, "$eq", &|o| placeholder(o, other)),
+    let ops = match (v.kind, v.as_document()) {
+        (_, Some(d)) if first_key(d).is_some_and(|k| k.starts_with(b"$")) => d,
+        (0x0B, _) => return one(preds, b"$regex", &|o| quoted(o, "?regex")),
+        _ => return one(preds, b"$eq", &|o| placeholder(o, v)),
     };
-    let has_regex = ops.get("$regex").ok().flatten().is_some();
-    for (op, val) in ops.iter().flatten() {
-        let op = op.as_str();
-        match op {
-            "$elemMatch" => one(preds, op, &|o| match val {
-                RawBsonRef::Document(d)
-                    if first_key(d).is_some_and(|k| k.starts_with('$') && !is_logical(k)) =>
-                {
+    let (mut has_regex, mut has_options) = (false, false);
+    for e in element::elements(ops) {
+        has_regex |= e.key == b"$regex";
+        has_options |= e.key == b"$options";
+    }
+    for e in element::elements(ops) {
+        match e.key {
+            b"$elemMatch" => one(preds, e.key, &|o| match e.as_document() {
+                Some(d) if first_key(d).is_some_and(|k| k.starts_with(b"$") && !is_logical(k)) => {
                     operators_only(o, d)
                 }
-                RawBsonRef::Document(d) => filter(o, d),
-                other => placeholder(o, other),
+                Some(d) => filter(o, d),
+                None => placeholder(o, e),
             }),
-            "$not" => one(preds, op, &|o| match val {
-                RawBsonRef::Document(d) => operators_only(o, d),
-                other => placeholder(o, other),
+            b"$not" => one(preds, e.key, &|o| match e.as_document() {
+                Some(d) => operators_only(o, d),
+                None => placeholder(o, e),
             }),
             // $options travels with $regex: one predicate.
-            "$options" if has_regex => {}
-            "$regex" if has_regex && ops.get("$options").ok().flatten().is_some() => preds.push(|o| {
-                single(o, field, |o| o.extend_from_slice(br#"{"$regex":"?string","$options":"?string"}"#))
+            b"$options" if has_regex => {}
+            b"$regex" if has_options => preds.push(|o| {
+                single_bytes(o, field, |o| {
+                    o.extend_from_slice(br#"{"$regex":"?string","$options":"?string"}"#)
+                })
             }),
-            _ => one(preds, op, &|o| placeholder(o, val)),
+            op => one(preds, op, &|o| placeholder(o, e)),
         }
     }
 }
 
-fn is_logical(k: &str) -> bool {
-    matches!(k, "$and" | "$or" | "$nor")
+fn is_logical(k: &[u8]) -> bool {
+    matches!(k, b"$and" | b"$or" | b"$nor")
 }
 
 /// An operator document (`{$gt: 1, $lt: 5}`) with its values as placeholders.
 fn operators_only(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, d, |o, val| match val {
-        RawBsonRef::Document(inner) if first_key(inner).is_some_and(|k| k.starts_with('$')) => {
-            operators_only(o, inner)
-        }
-        other => placeholder(o, other),
+    object(out, Some(d), |o, val| match val.as_document() {
+        Some(inner) if first_key(inner).is_some_and(|k| k.starts_with(b"$")) => operators_only(o, inner),
+        _ => placeholder(o, val),
     })
 }
 
 /// An aggregation expression: field paths (`"$a.b"`) and variables (`"$$NOW"`) kept,
 /// other literals replaced by placeholders, operators and their structure kept.
-pub fn expression(out: &mut Vec<u8>, v: RawBsonRef<'_>) {
-    match v {
-        RawBsonRef::String(s) if s.starts_with('$') => string(out, s),
-        RawBsonRef::Document(d) if first_key(d) == Some("$literal") => {
-            single(out, "$literal", |o| match d.get("$literal").ok().flatten() {
-                Some(l) => placeholder(o, l),
-                None => quoted(o, "?"),
-            })
+pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.kind {
+        0x02 if v.value.get(4) == Some(&b'$') => literal(out, v),
+        0x03 => {
+            let d = v.as_document();
+            match d.and_then(|d| element::elements(d).next()) {
+                Some(first) if first.key == b"$literal" => single(out, "$literal", |o| placeholder(o, first)),
+                _ => object(out, d, expression),
+            }
         }
-        RawBsonRef::Document(d) => object(out, d, expression),
-        RawBsonRef::Array(a) => array(out, a.into_iter().flatten(), expression),
-        other => placeholder(out, other),
+        0x04 => array(out, items(&v), expression),
+        _ => placeholder(out, v),
     }
 }
 
 /// A projection: inclusion and exclusion kept as booleans, computed fields shaped.
 pub fn projection(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, d, |o, v| match included(v) {
-        Some(b) => o.extend_from_slice(if b { b"true" } else { b"false" }),
+    object(out, Some(d), |o, v| match included(v) {
+        Some(b) => boolean(o, b),
         None => expression(o, v),
     })
 }
 
 /// Whether a projection value includes its field; `None` for a computed field.
-pub fn included(v: RawBsonRef<'_>) -> Option<bool> {
-    match v {
-        RawBsonRef::Int32(i) => Some(i != 0),
-        RawBsonRef::Int64(i) => Some(i != 0),
-        RawBsonRef::Double(f) => Some(f != 0.0),
-        RawBsonRef::Boolean(b) => Some(b),
+pub fn included(v: Element<'_>) -> Option<bool> {
+    match v.kind {
+        0x01 => Some(f64::from_le_bytes(v.value.try_into().ok()?) != 0.0),
+        0x10 | 0x12 => Some(v.as_i64()? != 0),
+        0x08 => v.as_bool(),
         _ => None,
     }
 }
 
-/// An aggregation pipeline, stage by stage.
-pub fn pipeline(out: &mut Vec<u8>, stages: &RawArray) {
-    array(out, stages.into_iter().flatten().filter_map(|s| s.as_document()), stage)
+/// An aggregation pipeline (an array element), stage by stage.
+pub fn pipeline(out: &mut Vec<u8>, stages: Element<'_>) {
+    array(out, items(&stages).filter_map(|s| s.as_document()), stage)
 }
 
 fn stage(out: &mut Vec<u8>, s: &RawDocument) {
-    let Some(name) = first_key(s) else { return out.extend_from_slice(b"{}") };
-    let Ok(Some(body)) = s.get(name) else { return out.extend_from_slice(b"{}") };
-    single(out, name, |o| match (name, body) {
-        ("$match", RawBsonRef::Document(d)) => filter(o, d),
-        ("$sort", RawBsonRef::Document(_)) => literal(o, body),
-        ("$limit" | "$skip" | "$sample", v) => placeholder(o, v),
-        ("$unwind" | "$count" | "$out" | "$merge" | "$sortByCount", v) => match v {
-            RawBsonRef::String(_) | RawBsonRef::Document(_) => literal(o, v),
-            other => placeholder(o, other),
+    let Some(body) = element::elements(s).next() else { return out.extend_from_slice(b"{}") };
+    let name = body.key;
+    single_bytes(out, name, |o| match (name, body.as_document()) {
+        (b"$match", Some(d)) => filter(o, d),
+        (b"$sort", Some(_)) => literal(o, body),
+        (b"$limit" | b"$skip" | b"$sample", _) => placeholder(o, body),
+        (b"$unwind" | b"$count" | b"$out" | b"$merge" | b"$sortByCount", _) => match body.kind {
+            0x02 | 0x03 => literal(o, body),
+            _ => placeholder(o, body),
         },
-        ("$project", RawBsonRef::Document(d)) => projection(o, d),
-        ("$lookup" | "$unionWith", RawBsonRef::Document(d)) => lookup(o, d),
-        ("$graphLookup", RawBsonRef::Document(d)) => {
-            let mut m = Obj::open(o);
-            for (k, v) in d.iter().flatten() {
-                let k = k.as_str();
-                let o = m.key(k);
-                match (k, v) {
-                    ("restrictSearchWithMatch", RawBsonRef::Document(f)) => filter(o, f),
-                    ("restrictSearchWithMatch" | "maxDepth", v) => placeholder(o, v),
-                    ("startWith", v) => expression(o, v),
-                    (_, v) => literal(o, v),
-                }
-            }
-            m.close();
-        }
-        ("$facet", RawBsonRef::Document(d)) => object(o, d, |o, v| match v {
-            RawBsonRef::Array(p) => pipeline(o, p),
-            other => placeholder(o, other),
+        (b"$project", Some(d)) => projection(o, d),
+        (b"$lookup" | b"$unionWith", Some(d)) => lookup(o, d),
+        (b"$graphLookup", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.as_document()) {
+            (b"restrictSearchWithMatch", Some(f)) => filter(o, f),
+            (b"restrictSearchWithMatch" | b"maxDepth", _) => placeholder(o, v),
+            (b"startWith", _) => expression(o, v),
+            _ => literal(o, v),
         }),
-        (_, v) => expression(o, v),
+        (b"$facet", Some(d)) => object(o, Some(d), |o, v| match v.kind {
+            0x04 => pipeline(o, v),
+            _ => placeholder(o, v),
+        }),
+        _ => expression(o, body),
     })
 }
 
 /// `$lookup`: the joined collection and the join fields kept, sub-pipelines shaped.
 fn lookup(out: &mut Vec<u8>, d: &RawDocument) {
-    let mut m = Obj::open(out);
-    for (k, v) in d.iter().flatten() {
-        let k = k.as_str();
-        let o = m.key(k);
-        match (k, v) {
-            ("pipeline", RawBsonRef::Array(a)) => pipeline(o, a),
-            ("let", RawBsonRef::Document(l)) => object(o, l, expression),
-            (_, v) => literal(o, v),
-        }
-    }
-    m.close();
+    object(out, Some(d), |o, v| match (v.key, v.kind) {
+        (b"pipeline", 0x04) => pipeline(o, v),
+        (b"let", 0x03) => object(o, v.as_document(), expression),
+        _ => literal(o, v),
+    })
 }
 
 /// The shape of an update's modification: operator updates by operator and path,
 /// replacements by their top-level fields, pipeline updates stage by stage.
-pub fn update_kind(out: &mut Vec<u8>, u: RawBsonRef<'_>) {
-    match u {
-        RawBsonRef::Array(stages) => single(out, "pipeline", |o| pipeline(o, stages)),
-        RawBsonRef::Document(d) if first_key(d).is_some_and(|k| k.starts_with('$')) => {
-            single(out, "operators", |o| {
-                let mut ops = Obj::open(o);
-                for (op, paths) in d.iter().flatten() {
-                    let op = op.as_str();
-                    match paths {
-                        RawBsonRef::Document(p) => array(ops.key(op), p.iter().flatten(), |o, (path, v)| {
-                            match (op, v) {
-                                // $push/$addToSet modifiers matter to the detectors ($each, $slice).
-                                ("$push" | "$addToSet", RawBsonRef::Document(m))
-                                    if first_key(m).is_some_and(|k| k.starts_with('$')) =>
-                                {
-                                    single(o, path.as_str(), |o| {
-                                        array(o, m.iter().flatten(), |o, (k, _)| string(o, k.as_str()))
-                                    })
-                                }
-                                _ => string(o, path.as_str()),
-                            }
-                        }),
-                        other => array(ops.key(op), [other], placeholder),
+pub fn update_kind(out: &mut Vec<u8>, u: Element<'_>) {
+    let d = u.as_document();
+    match u.kind {
+        0x04 => single(out, "pipeline", |o| pipeline(o, u)),
+        0x03 if d.and_then(first_key).is_some_and(|k| k.starts_with(b"$")) => single(out, "operators", |o| {
+            object(o, d, |o, paths| match paths.as_document() {
+                Some(p) => array(o, element::elements(p), |o, path| match (paths.key, path.as_document()) {
+                    // $push/$addToSet modifiers matter to the detectors ($each, $slice).
+                    (b"$push" | b"$addToSet", Some(m))
+                        if first_key(m).is_some_and(|k| k.starts_with(b"$")) =>
+                    {
+                        single_bytes(o, path.key, |o| {
+                            array(o, element::elements(m), |o, k| bytes_string(o, k.key))
+                        })
                     }
-                }
-                ops.close();
+                    _ => bytes_string(o, path.key),
+                }),
+                None => array(o, [paths], placeholder),
             })
-        }
-        RawBsonRef::Document(d) => single(out, "replacement", |o| document_fields(o, d)),
-        other => single(out, "replacement", |o| placeholder(o, other)),
+        }),
+        0x03 => single(out, "replacement", |o| object(o, d, placeholder)),
+        _ => single(out, "replacement", |o| placeholder(o, u)),
     }
 }
 
 /// A document's top-level fields and their types: the shape of an insert.
 pub fn document_fields(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, d, placeholder)
+    object(out, Some(d), placeholder)
 }
 
-fn first_key(d: &RawDocument) -> Option<&str> {
-    d.iter().next()?.ok().map(|(k, _)| k.as_str())
+fn first_key(d: &RawDocument) -> Option<&[u8]> {
+    element::elements(d).next().map(|e| e.key)
 }
 
 /// A stable 64-bit FNV-1a fingerprint, the same on every machine and run: each part's
@@ -649,7 +651,7 @@ mod tests {
             {"$limit": 10},
             {"$project": {"total": 1, "label": {"$concat": ["$name", " - VIP"]}}}
         ]});
-        let shaped = text(|o| pipeline(o, p.get_array("p").unwrap()));
+        let shaped = text(|o| pipeline(o, element::find(&p, "p").unwrap()));
         assert_eq!(
             shaped,
             json!([
@@ -670,17 +672,17 @@ mod tests {
             doc! {"u": {"$set": {"a": 1, "b.c": "x"}, "$inc": {"n": 1}, "$push": {"log": {"$each": [1], "$slice": -10}}}},
         );
         assert_eq!(
-            text(|o| update_kind(o, ops.get("u").unwrap().unwrap())),
+            text(|o| update_kind(o, element::find(&ops, "u").unwrap())),
             json!({"operators": {"$set": ["a", "b.c"], "$inc": ["n"], "$push": [{"log": ["$each", "$slice"]}]}})
         );
         let rep = raw(doc! {"u": {"_id": 1, "name": "x", "lines": [1, 2]}});
         assert_eq!(
-            text(|o| update_kind(o, rep.get("u").unwrap().unwrap())),
+            text(|o| update_kind(o, element::find(&rep, "u").unwrap())),
             json!({"replacement": {"_id": "?number", "name": "?string", "lines": "?array<?number>"}})
         );
         let pipe = raw(doc! {"u": [{"$set": {"total": {"$sum": "$lines.price"}}}]});
         assert_eq!(
-            text(|o| update_kind(o, pipe.get("u").unwrap().unwrap())),
+            text(|o| update_kind(o, element::find(&pipe, "u").unwrap())),
             json!({"pipeline": [{"$set": {"total": {"$sum": "$lines.price"}}}]})
         );
     }

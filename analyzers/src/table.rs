@@ -397,9 +397,9 @@ fn cut_arrays(v: &mut Value) {
 fn note_fields_read(row: &mut Row, op: &Operation, cmd: &Command<'_>, cap: usize) {
     let proj = cmd.body.get_document("projection").or_else(|_| cmd.body.get_document("fields"));
     if let Ok(p) = proj {
-        for (k, v) in p.iter().flatten() {
-            if included(v) != Some(false) && row.fields_read.len() < cap {
-                row.fields_read.insert(k.as_str().to_owned());
+        for e in mongotap_wire::element::elements(p) {
+            if included(e) != Some(false) && row.fields_read.len() < cap {
+                row.fields_read.insert(String::from_utf8_lossy(e.key).into_owned());
             }
         }
         return;

@@ -75,10 +75,7 @@ impl<'m> Command<'m> {
         if self.name == "getMore" {
             return self.body.get_str("collection").ok();
         }
-        match self.body.iter().next()?.ok()?.1 {
-            RawBsonRef::String(s) => Some(s),
-            _ => None,
-        }
+        element::elements(self.body).next()?.as_str()
     }
 
     /// `database.collection`, or just the database for database-level commands.
@@ -118,8 +115,8 @@ impl<'m> Command<'m> {
     /// document sequence of the same name (drivers use either).
     pub fn documents(&self, identifier: &str) -> Vec<&'m RawDocument> {
         let mut out: Vec<&'m RawDocument> = Vec::new();
-        if let Ok(arr) = self.body.get_array(identifier) {
-            out.extend(arr.into_iter().filter_map(|v| v.ok()?.as_document()));
+        if let Some(arr) = element::find(self.body, identifier).and_then(|e| e.as_array()) {
+            out.extend(element::elements(arr).filter_map(|v| v.as_document()));
         }
         for seq in self.sequences.iter().filter(|s| s.identifier == identifier) {
             out.extend(seq.documents.iter().map(Document::raw));
@@ -129,7 +126,7 @@ impl<'m> Command<'m> {
 }
 
 fn first_key(doc: &RawDocument) -> Option<&str> {
-    doc.iter().next()?.ok().map(|(k, _)| k.as_str())
+    element::elements(doc).next()?.key_str()
 }
 
 /// The facts of a reply the correlator keeps, from [`CommandReply::summary`].

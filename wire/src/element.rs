@@ -34,6 +34,27 @@ impl<'a> Element<'a> {
         }
     }
 
+    /// The key as text, when it is UTF-8.
+    pub fn key_str(&self) -> Option<&'a str> {
+        std::str::from_utf8(self.key).ok()
+    }
+
+    /// The elements of an array element, read as the document an array is on the wire.
+    pub fn as_array(&self) -> Option<&'a RawDocument> {
+        match self.kind {
+            0x04 => RawDocument::from_bytes(self.value).ok(),
+            _ => None,
+        }
+    }
+
+    /// The value of a boolean element.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.kind {
+            0x08 => Some(self.value == [1]),
+            _ => None,
+        }
+    }
+
     /// An int32, int64 or double, as i64 (doubles truncated).
     pub fn as_i64(&self) -> Option<i64> {
         match self.kind {
