@@ -10,10 +10,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::shards::Shards;
 use super::{session, Shared};
 
 /// Serves until `stop` turns true, then winds down.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let shards = match Shards::start() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot start the forwarding threads: {e}");
+            return;
+        }
+    };
     let permits = Arc::new(Semaphore::new(shared.config.max_connections));
     let (kill, kill_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
@@ -36,10 +44,17 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         };
         let conn = shared.accepted.fetch_add(1, Ordering::Relaxed) + 1;
         let (shared, kill_rx) = (shared.clone(), kill_rx.clone());
-        sessions.spawn(async move {
-            session::run(socket, peer, conn, shared, kill_rx).await;
-            drop(permit);
-        });
+        // The socket moves to its forwarding thread's epoll.
+        let Ok(socket) = socket.into_std() else { continue };
+        sessions.spawn_on(
+            async move {
+                if let Ok(socket) = tokio::net::TcpStream::from_std(socket) {
+                    session::run(socket, peer, conn, shared, kill_rx).await;
+                }
+                drop(permit);
+            },
+            shards.next(),
+        );
         // Reap finished sessions so the set does not grow with the total count.
         while sessions.try_join_next().is_some() {}
     }

@@ -4,6 +4,7 @@
 pub mod listener;
 pub mod pump;
 pub mod session;
+pub mod shards;
 pub mod tap;
 pub mod upstream;
 
