@@ -49,7 +49,7 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
     }
     let mut hists: BTreeMap<(&str, &str), Hist> = BTreeMap::new();
     for r in &rows {
-        let h = &r.latency_us;
+        let h = r.latency_us.histogram();
         if h.is_empty() {
             continue;
         }

@@ -71,7 +71,7 @@ pub struct Row {
     /// Statements (updates, deletes) or documents (inserts) across those operations.
     pub statements: u64,
     /// Latency in microseconds (awaited waits excluded).
-    pub latency_us: Histogram<u32>,
+    pub latency_us: Latencies,
     /// Operations left out of latency because the server waited on purpose.
     pub awaited: u64,
     /// Documents returned.
@@ -112,9 +112,7 @@ impl Row {
             cursor_of: None,
             count: 0,
             statements: 0,
-            // Auto-resizing: it grows to the largest latency seen, so a row of
-            // millisecond operations costs about 2 KiB, not the 13 KiB an hour's range would.
-            latency_us: Histogram::new(2).expect("2 significant figures are valid"),
+            latency_us: Latencies::default(),
             awaited: 0,
             docs_returned: 0,
             request_bytes: 0,
@@ -135,7 +133,70 @@ impl Row {
 
     /// A latency percentile in milliseconds, if any latency was recorded.
     pub fn latency_ms(&self, q: f64) -> Option<f64> {
-        (!self.latency_us.is_empty()).then(|| self.latency_us.value_at_quantile(q) as f64 / 1000.0)
+        let h = self.latency_us.histogram();
+        (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0)
+    }
+}
+
+/// A row's latencies in microseconds. The first few are kept as they are, so a row
+/// seen a handful of times (most rows, when there are thousands of shapes) costs a
+/// few bytes; beyond that, an HDR histogram that grows to the largest latency seen
+/// (3 to 10 KiB at 2 significant figures).
+#[derive(Debug, Clone)]
+pub enum Latencies {
+    /// Up to [`Latencies::FEW`] samples.
+    Few(Vec<u32>),
+    /// The histogram, once there were more.
+    Many(Histogram<u32>),
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies::Few(Vec::new())
+    }
+}
+
+impl Latencies {
+    /// Samples kept before switching to a histogram.
+    pub const FEW: usize = 32;
+
+    fn new_histogram() -> Histogram<u32> {
+        // Auto-resizing: it grows to the largest latency seen, not an hour's range.
+        Histogram::new(2).expect("2 significant figures are valid")
+    }
+
+    /// Records one latency (at least 1 us).
+    pub fn record(&mut self, us: u64) {
+        let us = us.max(1);
+        match self {
+            Latencies::Few(v) if v.len() < Self::FEW => v.push(u32::try_from(us).unwrap_or(u32::MAX)),
+            Latencies::Few(v) => {
+                let mut h = Self::new_histogram();
+                for &x in v.iter() {
+                    let _ = h.record(u64::from(x));
+                }
+                let _ = h.record(us);
+                *self = Latencies::Many(h);
+            }
+            // record (not saturating_record): an auto-resizing histogram grows to fit.
+            Latencies::Many(h) => {
+                let _ = h.record(us);
+            }
+        }
+    }
+
+    /// The latencies as a histogram, for percentiles and buckets.
+    pub fn histogram(&self) -> std::borrow::Cow<'_, Histogram<u32>> {
+        match self {
+            Latencies::Many(h) => std::borrow::Cow::Borrowed(h),
+            Latencies::Few(v) => {
+                let mut h = Self::new_histogram();
+                for &x in v {
+                    let _ = h.record(u64::from(x));
+                }
+                std::borrow::Cow::Owned(h)
+            }
+        }
     }
 }
 
@@ -309,8 +370,7 @@ impl AccessTable {
         match (op.latency_us, op.awaited) {
             (_, true) => row.awaited += 1,
             (Some(us), false) => {
-                // record (not saturating_record): an auto-resizing histogram grows to fit.
-                let _ = row.latency_us.record(us.max(1));
+                row.latency_us.record(us);
             }
             (None, false) => {}
         }
@@ -508,6 +568,24 @@ mod tests {
         assert_eq!(find.apps.get("(no app name)"), Some(&37));
         assert_eq!(h.t.operations(), 87);
         assert!(h.t.cursors.is_empty(), "exhausted cursors are forgotten");
+    }
+
+    #[test]
+    fn latencies_switch_from_samples_to_a_histogram_with_the_same_answers() {
+        for n in [1u64, 5, 32, 33, 500] {
+            let (mut l, mut h) = (Latencies::default(), Latencies::new_histogram());
+            for i in 0..n {
+                let us = 50 + (i * 7919) % 20_000;
+                l.record(us);
+                h.record(us).unwrap();
+            }
+            assert_eq!(matches!(l, Latencies::Few(_)), n <= Latencies::FEW as u64, "{n}");
+            let got = l.histogram();
+            for q in [0.0, 0.5, 0.95, 0.99, 1.0] {
+                assert_eq!(got.value_at_quantile(q), h.value_at_quantile(q), "{n} samples, q {q}");
+            }
+            assert_eq!((got.len(), got.max()), (h.len(), h.max()));
+        }
     }
 
     #[test]
