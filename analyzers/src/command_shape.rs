@@ -7,7 +7,8 @@ use mongotap_wire::element::{self, Element};
 use mongotap_wire::Command;
 
 use crate::shape::{
-    document_fields, expression, filter, literal, pipeline, projection, single, update_kind, Obj, ShapeJson,
+    array, boolean, document_fields, expression, filter, literal, pipeline, projection, single, update_kind,
+    Obj, ShapeJson,
 };
 
 /// Whether a command reads, writes, or does something else (handshake, admin).
@@ -159,15 +160,8 @@ fn update_statement(out: &mut Vec<u8>, d: &RawDocument) {
     flag(&mut m, "multi", multi);
     flag(&mut m, "upsert", upsert);
     if let Some(filters) = array_filters.and_then(|a| a.as_array()) {
-        let o = m.key("arrayFilters");
-        o.push(b'[');
-        for (i, f) in element::elements(filters).filter_map(|f| f.as_document()).enumerate() {
-            if i > 0 {
-                o.push(b',');
-            }
-            filter(o, f);
-        }
-        o.push(b']');
+        let items = element::elements(filters).filter_map(|f| f.as_document());
+        array(m.key("arrayFilters"), items, filter);
     }
     put(&mut m, "collation", collation, literal);
     put(&mut m, "hint", hint, literal);
@@ -247,10 +241,6 @@ fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<Elem
 
 fn doc(v: Option<Element<'_>>) -> Option<&RawDocument> {
     v?.as_document()
-}
-
-fn boolean(out: &mut Vec<u8>, b: bool) {
-    out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
 /// Keeps only whether `skip`/`limit` is there; 0 means none (no skip, no limit).

@@ -110,7 +110,11 @@ impl<'a> Obj<'a> {
 }
 
 /// Writes a JSON array of the items `write` is called with.
-fn array<T>(out: &mut Vec<u8>, items: impl IntoIterator<Item = T>, mut write: impl FnMut(&mut Vec<u8>, T)) {
+pub fn array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut Vec<u8>, T),
+) {
     out.push(b'[');
     for (i, item) in items.into_iter().enumerate() {
         if i > 0 {
@@ -217,7 +221,8 @@ pub fn literal(out: &mut Vec<u8>, v: Element<'_>) {
     }
 }
 
-fn boolean(out: &mut Vec<u8>, b: bool) {
+/// `true` or `false`.
+pub fn boolean(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
