@@ -18,9 +18,13 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   cp "$req" "$stamp"
 fi
 
-# Node: the official driver for the Node smoke test.
-if command -v npm >/dev/null 2>&1 && [ ! -d tests/node/node_modules/mongodb ]; then
-  log "installing the Node mongodb driver"
+# Node: the official driver (smoke test), Mongoose and mongosh (scenarios).
+node_missing=0
+for m in mongodb mongoose @mongosh/cli-repl; do
+  [ -f "tests/node/node_modules/$m/package.json" ] || node_missing=1
+done
+if command -v npm >/dev/null 2>&1 && [ "$node_missing" = 1 ]; then
+  log "installing the Node mongodb driver, Mongoose and mongosh"
   (cd tests/node && npm install --no-audit --no-fund --silent >/dev/null)
 fi
 

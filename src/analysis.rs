@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use mongotap_analyzers::event::{Clock, TapEvent};
 use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_events::{Clock, TapEvent};
 
 /// Events handled per lock of the pipeline, so report readers get a turn.
 const BATCH: usize = 1024;

@@ -28,6 +28,18 @@ pub enum Commands {
     ///
     /// Example: mongotap report new.json --baseline main.json --fail-on missing_index,n_plus_one,new_shape
     Report(ReportArgs),
+    /// List the detectors' thresholds with their sources, as a `[detectors]` TOML table
+    /// (with a config file's overrides applied).
+    ///
+    /// Example: mongotap detectors --config mongotap.toml
+    Detectors(DetectorsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DetectorsArgs {
+    /// A TOML config file whose [detectors] table overrides the defaults.
+    #[arg(long, env = "MONGOTAP_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +81,10 @@ pub struct ProxyArgs {
     /// Events queued for analysis before the tap starts dropping (and counting) them.
     #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 8_192)]
     pub tap_capacity: usize,
+    /// A production round trip to the database, in ms: the detectors price extra round
+    /// trips (N+1) with it, since staging answers locally (default 1, or [detectors] assumed_rtt_ms).
+    #[arg(long, env = "MONGOTAP_ASSUMED_RTT_MS", value_name = "MS")]
+    pub assumed_rtt_ms: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -94,7 +110,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH")]
     pub baseline: Option<PathBuf>,
     /// With --baseline: exit 3 if a new finding of these kinds appears (finding kinds such as
-    /// missing_index, n_plus_one; "any" for every kind; "new_shape" for a new read or write shape).
+    /// n_plus_one, lookup_chain, missing_index; "any" for every kind; "new_shape" for a new read
+    /// or write shape). An unknown word is an error (exit 2), so a typo cannot pass the gate.
     #[arg(
         long,
         value_delimiter = ',',

@@ -9,6 +9,7 @@ use clap::Parser;
 use cli::{Cli, Commands, ProxyArgs, ReportArgs};
 use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
+use mongotap_analyzers::detectors::{Detectors, Thresholds};
 use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;
 use mongotap_analyzers::report::{gate, json, Report, RunFacts};
@@ -18,9 +19,13 @@ fn main() -> ExitCode {
     // The config file only fills in MONGOTAP_* variables the environment lacks; this
     // runs before any thread exists, so changing the environment is sound.
     let args: Vec<String> = std::env::args().collect();
+    let mut thresholds = Thresholds::default();
     if let Some(path) = mongotap::config::path_from(&args) {
         match mongotap::config::read(&path) {
-            Ok(vars) => vars.into_iter().for_each(|(k, v)| std::env::set_var(k, v)),
+            Ok(file) => {
+                file.vars.into_iter().for_each(|(k, v)| std::env::set_var(k, v));
+                thresholds = file.detectors.unwrap_or_default();
+            }
             Err(e) => {
                 eprintln!("mongotap: {e}");
                 return ExitCode::from(2);
@@ -35,8 +40,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Commands::Proxy(args) => run_proxy(args).map(|()| ExitCode::SUCCESS),
+        Commands::Proxy(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
         Commands::Report(args) => run_report(args),
+        Commands::Detectors(_) => {
+            print!("{}", thresholds.to_toml_comments());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -51,16 +60,23 @@ fn outputs(o: &cli::ReportOutputs) -> Outputs {
     Outputs { json: o.report_json.clone(), markdown: o.report_md.clone(), html: o.report_html.clone() }
 }
 
-fn run_proxy(args: ProxyArgs) -> Result<(), String> {
+fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> {
     let config = args.config()?;
     let outs = outputs(&args.outputs);
-    let pipeline = Pipeline::new(
+    if let Some(rtt) = args.assumed_rtt_ms {
+        if !(rtt > 0.0 && rtt.is_finite()) {
+            return Err(format!("--assumed-rtt-ms must be a positive number of milliseconds, not {rtt}"));
+        }
+        thresholds.assumed_rtt_ms = rtt;
+    }
+    let pipeline = Pipeline::with_detectors(
         Limits::default(),
         TableLimits {
             max_shapes: args.max_shapes.max(1),
             show_values: args.show_values,
             ..TableLimits::default()
         },
+        Detectors::new(thresholds),
     );
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {
@@ -130,6 +146,10 @@ fn read_report(path: &std::path::Path) -> Result<Report, String> {
 }
 
 fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
+    if let Err(e) = gate::check_fail_on(&args.fail_on) {
+        eprintln!("mongotap: {e}");
+        return Ok(ExitCode::from(2));
+    }
     let r = read_report(&args.input)?;
     let outs = outputs(&args.outputs);
     if outs.any() {

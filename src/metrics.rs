@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
+use mongotap_analyzers::detectors::KINDS;
 use mongotap_analyzers::pipeline::Pipeline;
 
 use crate::proxy::Shared;
@@ -80,9 +81,38 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
         let _ = writeln!(s, "mongotap_operation_duration_seconds_count{{{l}}} {}", h.count);
     }
 
+    // Findings by kind and severity; every known kind is written, zeros included, so
+    // an alert on a kind has a series from the start.
+    let mut findings: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for kind in KINDS {
+        for sev in ["high", "medium", "low"] {
+            findings.insert((kind, sev), 0);
+        }
+    }
+    let found = p.findings();
+    for f in &found {
+        if let Some(n) = findings.get_mut(&(f.kind.as_str(), f.severity.as_str())) {
+            *n += 1;
+        }
+    }
+    header(&mut s, "mongotap_findings", "gauge", "Findings in the current report, by kind and severity.");
+    for ((kind, sev), n) in &findings {
+        let _ = writeln!(s, "mongotap_findings{{kind=\"{kind}\",severity=\"{sev}\"}} {n}");
+    }
+    let evictions = p.detectors().evictions();
+    header(
+        &mut s,
+        "mongotap_detector_evictions_total",
+        "counter",
+        "State a detector let go of to stay bounded.",
+    );
+    for (d, n) in &evictions {
+        let _ = writeln!(s, "mongotap_detector_evictions_total{{detector=\"{}\"}} {n}", label(d));
+    }
+
     let stats = p.exchange_stats();
     let tap = &shared.tap;
-    let simple: [(&str, &str, &str, u64); 10] = [
+    let simple: [(&str, &str, &str, u64); 11] = [
         (
             "mongotap_connections_open",
             "gauge",
@@ -128,6 +158,12 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
             stats.unpaired_replies,
         ),
         ("mongotap_shapes", "gauge", "Distinct rows in the access-pattern table.", rows.len() as u64),
+        (
+            "mongotap_event_gaps_total",
+            "counter",
+            "Holes in a connection's events (the tap dropped some); detectors reset what they followed there.",
+            stats.gaps,
+        ),
     ];
     for (name, kind, help, v) in simple {
         header(&mut s, name, kind, help);

@@ -88,8 +88,10 @@ pub fn summary(r: &Report) -> String {
         by("medium"),
         by("low")
     );
-    for f in r.findings.iter().filter(|f| f.severity == "high").take(5) {
-        let _ = writeln!(s, "  high  {} on {}: {}", f.kind, f.namespace, f.recommendation);
+    for f in r.ranked_findings().into_iter().take(8) {
+        let what = f.headline().unwrap_or_else(|| f.namespace.clone());
+        let count = f.evidence.get("count").and_then(|c| c.as_u64()).unwrap_or(0);
+        let _ = writeln!(s, "  {:<6} {:<16} {what} ({count} operations)", f.severity, f.kind);
     }
     s
 }

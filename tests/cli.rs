@@ -53,7 +53,7 @@ fn the_gate_fails_only_on_something_new_of_the_kinds_asked_for() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("mongotap gate: passed"));
 
-    // A new missing_index finding (hand-made: the detectors come later).
+    // A new missing_index finding (hand-made: the index advisor comes later).
     let mut with_finding = base();
     with_finding["findings"] = json!([{
         "kind": "missing_index", "severity": "high", "namespace": "fx.items", "shape_ids": ["0123456789abcdef"],
@@ -78,6 +78,42 @@ fn the_gate_fails_only_on_something_new_of_the_kinds_asked_for() {
     assert_eq!(code, 3, "{out}");
     assert!(out.contains(&format!("new shape {}", removed["shape_id"].as_str().unwrap())), "{out}");
     assert_eq!(gate(&new, &old, "missing_index").0, 0, "new shapes fail only when asked for");
+
+    // A typo must not make the gate pass for ever.
+    let out = bin()
+        .args([
+            "report",
+            new.to_str().unwrap(),
+            "--baseline",
+            old.to_str().unwrap(),
+            "--fail-on",
+            "n_plus_on",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown word n_plus_on"), "{out:?}");
+}
+
+#[test]
+fn detectors_list_their_thresholds_and_a_config_overrides_them() {
+    let out = bin().arg("detectors").env_remove("MONGOTAP_CONFIG").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let table: toml::Table = text.parse().expect("the listing is TOML");
+    let d = table["detectors"].as_table().unwrap();
+    assert_eq!(d["n_plus_one_min_children"].as_integer(), Some(5));
+    assert!(text.contains("# source: Sentry's N+1 detector fires at 5"), "{text}");
+
+    let dir = dir();
+    let config = dir.join("t.toml");
+    std::fs::write(&config, "[detectors]\nn_plus_one_min_children = 8\n").unwrap();
+    let out = bin().arg("detectors").arg("--config").arg(&config).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("n_plus_one_min_children = 8"));
+    std::fs::write(&config, "[detectors]\nn_plus_one_min_kids = 8\n").unwrap();
+    let out = bin().arg("detectors").arg("--config").arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `n_plus_one_min_kids`"), "{out:?}");
 }
 
 #[test]

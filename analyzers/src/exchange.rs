@@ -68,6 +68,8 @@ pub struct ExchangeStats {
     pub unanswered: u64,
     /// Messages on connections whose analysis had stopped.
     pub skipped_after_error: u64,
+    /// Holes in a connection's events: the tap dropped some (the analysis was behind).
+    pub gaps: u64,
 }
 
 #[derive(Clone)]
@@ -116,13 +118,19 @@ impl Correlator {
         self.conns.len()
     }
 
+    /// Who is on connection `conn`, if it is tracked.
+    pub fn conn_info(&self, conn: ConnId) -> Option<&Arc<ConnInfo>> {
+        self.conns.get(&conn).map(|s| &s.info)
+    }
+
     /// Feeds one event; completed operations go to `out`.
     pub fn on_event(&mut self, ev: TapEvent, out: &mut dyn FnMut(Operation)) {
         match ev {
             TapEvent::Opened { conn, client, at } => {
                 self.stats.connections += 1;
                 if self.conns.len() < self.limits.max_connections {
-                    let info = Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() });
+                    let info =
+                        Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() }.keyed());
                     self.conns.insert(
                         conn,
                         ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
@@ -133,6 +141,12 @@ impl Correlator {
                 if let Some(state) = self.conns.remove(&conn) {
                     self.stats.unanswered += state.pending.len() as u64;
                 }
+            }
+            TapEvent::Gap { .. } => {
+                // Requests whose replies fell in the hole expire as unanswered; replies
+                // whose requests fell in it arrive unpaired. Only the count is kept
+                // here: the pipeline tells the detectors, which reset what they follow.
+                self.stats.gaps += 1;
             }
             TapEvent::TooLarge { dir, .. } => {
                 // Its reply, if any, arrives unpaired and is counted there.
@@ -154,7 +168,7 @@ impl Correlator {
                     if self.conns.len() >= self.limits.max_connections {
                         return;
                     }
-                    let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() });
+                    let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());
                     self.conns.insert(
                         conn,
                         ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
@@ -332,7 +346,7 @@ fn client_info(base: &ConnInfo, client: &RawDocument) -> ConnInfo {
             Err(_) => name.to_owned(),
         }
     });
-    ConnInfo { app_name, driver, ..base.clone() }
+    ConnInfo { app_name, driver, ..base.clone() }.keyed()
 }
 
 fn complete(

@@ -8,12 +8,22 @@
 //! - [`event`]: what the analysis is fed ([`event::TapEvent`]) and its clock.
 //! - [`exchange`]: pairing requests with replies ([`exchange::Correlator`]).
 //! - [`operation`]: the operation event every analyzer consumes.
+//! - [`view`]: an operation decoded once ([`view::OpView`]), for the table and every detector.
+//! - [`command_shape`], [`shape`]: query shapes in `$queryStats`' placeholder language.
+//! - [`table`]: the access-pattern frequency table.
+//! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
+//! - [`pipeline`]: events in, operations out to the table and the detectors.
+//! - [`report`]: the report (JSON contract, Markdown, HTML) and the CI gate.
+//! - [`script`]: scripted conversations for tests and benchmarks.
 
 pub mod command_shape;
-pub mod event;
+pub mod detectors;
+pub use mongotap_events as event;
 pub mod exchange;
 pub mod operation;
 pub mod pipeline;
 pub mod report;
+pub mod script;
 pub mod shape;
 pub mod table;
+pub mod view;

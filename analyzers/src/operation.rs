@@ -20,6 +20,25 @@ pub struct ConnInfo {
     pub app_name: Option<String>,
     /// `client.driver.name` and `version` from the handshake.
     pub driver: Option<String>,
+    /// Who the client is across its pooled connections: a hash of its address
+    /// without the port, its app name and its driver name (see [`ConnInfo::keyed`]).
+    /// Drivers spread one request's queries over a pool, so detectors that follow
+    /// sequences key their state by this, not by connection.
+    pub client_key: u64,
+}
+
+impl ConnInfo {
+    /// The same, with [`ConnInfo::client_key`] worked out from the other fields.
+    pub fn keyed(mut self) -> ConnInfo {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        self.client.map(|a| a.ip()).hash(&mut h);
+        self.app_name.hash(&mut h);
+        // The driver's name without its version: one application, one client.
+        self.driver.as_deref().map(|d| d.split(' ').next().unwrap_or(d)).hash(&mut h);
+        self.client_key = h.finish();
+        self
+    }
 }
 
 /// One completed exchange: a request and its reply (or none, for `moreToCome` writes).

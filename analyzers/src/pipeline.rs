@@ -2,15 +2,19 @@
 //! pairs messages into operations, and each operation goes to every analyzer.
 //! The live proxy and the offline inputs feed the same pipeline.
 
+use crate::detectors::Detectors;
 use crate::event::{Micros, TapEvent};
 use crate::exchange::{Correlator, ExchangeStats, Limits};
 use crate::operation::Operation;
+use crate::report::Finding;
 use crate::table::{AccessTable, TableLimits};
+use crate::view::OpView;
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
     correlator: Correlator,
     table: AccessTable,
+    detectors: Detectors,
     events: u64,
     operations: u64,
     first_at: Option<Micros>,
@@ -18,11 +22,17 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// A pipeline with the given correlator bounds.
+    /// A pipeline with the given bounds and every detector at its default thresholds.
     pub fn new(limits: Limits, table: TableLimits) -> Pipeline {
+        Pipeline::with_detectors(limits, table, Detectors::default())
+    }
+
+    /// A pipeline with the given bounds and detectors.
+    pub fn with_detectors(limits: Limits, table: TableLimits, detectors: Detectors) -> Pipeline {
         Pipeline {
             correlator: Correlator::new(limits),
             table: AccessTable::new(table),
+            detectors,
             events: 0,
             operations: 0,
             first_at: None,
@@ -36,17 +46,46 @@ impl Pipeline {
         let at = ev.at();
         self.first_at.get_or_insert(at);
         self.last_at = self.last_at.max(at);
+        // Detectors hear of holes and ends before the correlator forgets the connection.
+        match &ev {
+            TapEvent::Gap { conn, .. } => {
+                if let Some(info) = self.correlator.conn_info(*conn) {
+                    self.detectors.on_gap(info, at);
+                }
+            }
+            TapEvent::Closed { conn, .. } => {
+                if let Some(info) = self.correlator.conn_info(*conn) {
+                    self.detectors.on_connection_closed(info, at);
+                }
+            }
+            _ => {}
+        }
         let ops = &mut self.operations;
-        let table = &mut self.table;
+        let (table, detectors) = (&mut self.table, &mut self.detectors);
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
-            table.record(&op);
+            // Decoded once; the table fills in the shape ids the detectors read.
+            let mut view = OpView::new(&op);
+            table.record(&mut view);
+            detectors.on_operation(&view);
         });
     }
 
-    /// Forgets what has waited too long (see [`Correlator::expire`]).
+    /// Forgets what has waited too long (see [`Correlator::expire`]) and lets the
+    /// detectors close what has timed out.
     pub fn expire(&mut self, now: Micros) {
         self.correlator.expire(now);
+        self.detectors.expire(now);
+    }
+
+    /// The detectors.
+    pub fn detectors(&self) -> &Detectors {
+        &self.detectors
+    }
+
+    /// What the detectors found so far.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.detectors.findings(&self.table)
     }
 
     /// Events fed so far.

@@ -416,6 +416,8 @@ fn stage(out: &mut Vec<u8>, s: &RawDocument) {
         },
         (b"$project", Some(d)) => projection(o, d),
         (b"$lookup" | b"$unionWith", Some(d)) => lookup(o, d),
+        // `{$unionWith: "coll"}` names a collection, like $lookup's `from`.
+        (b"$unionWith", None) if body.kind == 0x02 => literal(o, body),
         (b"$graphLookup", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.as_document()) {
             (b"restrictSearchWithMatch", Some(f)) => filter(o, f),
             (b"restrictSearchWithMatch" | b"maxDepth", _) => placeholder(o, v),

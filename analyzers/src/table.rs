@@ -13,12 +13,13 @@ use bson::RawBsonRef;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
-use mongotap_wire::Command;
+use mongotap_wire::{Command, CommandReply};
 
-use crate::command_shape::{self, Category};
+use crate::command_shape::Category;
 use crate::event::Micros;
 use crate::operation::Operation;
 use crate::shape::{hex, included, string, Fingerprint, Obj, ShapeJson};
+use crate::view::{OpView, ShapeId};
 
 /// Bounds on the table.
 #[derive(Debug, Clone, Copy)]
@@ -62,8 +63,10 @@ pub struct Row {
     pub category: Category,
     /// The normalised shape.
     pub shape: Value,
-    /// Stable fingerprint of namespace + command + shape.
+    /// Stable fingerprint of namespace + command + shape, as reports print it.
     pub shape_id: String,
+    /// The same fingerprint as a number.
+    pub id: ShapeId,
     /// For getMore rows: the row of the command that opened the cursor.
     pub cursor_of: Option<String>,
     /// Operations.
@@ -100,7 +103,7 @@ impl Row {
         command: String,
         category: Category,
         shape: Value,
-        shape_id: String,
+        id: ShapeId,
         at: Micros,
     ) -> Row {
         Row {
@@ -108,7 +111,8 @@ impl Row {
             command,
             category,
             shape,
-            shape_id,
+            shape_id: if id == 0 { OTHER_SHAPES.to_owned() } else { hex(id) },
+            id,
             cursor_of: None,
             count: 0,
             statements: 0,
@@ -261,28 +265,22 @@ impl AccessTable {
         self.timeline.iter().map(|(s, n)| (*s, *n))
     }
 
-    /// Records one operation.
-    pub fn record(&mut self, op: &Operation) {
+    /// Records one operation, and fills in the view's shape ids.
+    pub fn record(&mut self, view: &mut OpView<'_>) {
+        let op = view.op;
         self.operations += 1;
         let second = op.started_at / 1_000_000;
         *self.timeline.entry(second).or_default() += 1;
         while self.timeline.len() > self.limits.timeline_seconds {
             self.timeline.pop_first();
         }
-        let view = if op.sensitive { None } else { op.command_view() };
-        let Some(cmd) = view else {
+        let Some(cmd) = &view.command else {
             // Auth commands and legacy queries: counted by name, never shaped.
-            self.add(
-                op,
-                &op.namespace,
-                Category::Command,
-                &ShapeJson::build(|o| o.extend_from_slice(b"{}")),
-                None,
-                1,
-            );
+            let empty = ShapeJson::build(|o| o.extend_from_slice(b"{}"));
+            self.add(op, &op.namespace, Category::Command, &empty, None, 1);
             return;
         };
-        let category = command_shape::category(&cmd);
+        let category = view.category;
         if cmd.name == "getMore" {
             let id = match cmd.body.get("getMore") {
                 Ok(Some(RawBsonRef::Int64(i))) => i,
@@ -303,30 +301,38 @@ impl AccessTable {
                 }
                 m.close();
             });
-            let cursor_of = origin.and_then(|o| self.rows.get(&o.key)).map(|r| r.shape_id.clone());
+            let origin_row = origin.and_then(|o| self.rows.get(&o.key));
+            view.cursor_of = origin_row.map(|r| r.id);
+            let cursor_of = origin_row.map(|r| r.shape_id.clone());
             let key = self.add(op, &op.namespace, category, &shape, cursor_of, 1);
-            self.note_fields(key, op, &cmd);
+            view.shape_ids.push(self.rows.get(&key).map(|r| r.id));
+            self.note_fields(key, cmd, view.reply.as_ref());
             return;
         }
-        let shapes = command_shape::shapes(&cmd);
         let mut first = None;
-        for s in shapes {
+        for s in &view.statements {
             let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
             let key = self.add(op, ns, category, &s.shape, None, s.statements);
-            first.get_or_insert((key, s.shape));
+            view.shape_ids.push(self.rows.get(&key).map(|r| r.id));
+            first.get_or_insert((key, &s.shape));
         }
         if let (Category::Read, Some((key, _))) = (category, &first) {
-            self.note_fields(*key, op, &cmd);
+            self.note_fields(*key, cmd, view.reply.as_ref());
         }
         // Remember the cursor so its getMores are attributed to this shape.
         if let (Some(cursor), Some((key, shape))) = (op.cursor_id, first) {
             if self.cursors.len() < self.limits.max_cursors {
                 self.cursors.insert(
                     (op.namespace.clone(), cursor),
-                    CursorOrigin { key, shape, command: op.command.clone() },
+                    CursorOrigin { key, shape: shape.clone(), command: op.command.clone() },
                 );
             }
         }
+    }
+
+    /// The row whose shape id is `id`, if it is still in the table.
+    pub fn row_by_id(&self, id: ShapeId) -> Option<&Row> {
+        self.rows.values().find(|r| r.id == id)
     }
 
     fn add(
@@ -345,7 +351,7 @@ impl AccessTable {
         } else if self.rows.len() < self.limits.max_shapes {
             // The shape id users see is a stable FNV-1a fingerprint; it is worked out
             // once per row, while the per-operation lookup uses a faster hash.
-            let id = hex(Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish());
+            let id = Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish();
             let mut r =
                 Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), id, at);
             r.cursor_of = cursor_of;
@@ -353,14 +359,7 @@ impl AccessTable {
         } else {
             self.other_shapes += 1;
             self.other.get_or_insert_with(|| {
-                Row::new(
-                    "*".into(),
-                    "*".into(),
-                    Category::Command,
-                    json!({"otherShapes": true}),
-                    OTHER_SHAPES.into(),
-                    at,
-                )
+                Row::new("*".into(), "*".into(), Category::Command, json!({"otherShapes": true}), 0, at)
             })
         };
         row.count += 1;
@@ -394,11 +393,11 @@ impl AccessTable {
 
     /// Notes the fields a read returns. They settle fast, so only a row's first
     /// operations and then one in 64 are looked at.
-    fn note_fields(&mut self, key: u64, op: &Operation, cmd: &Command<'_>) {
+    fn note_fields(&mut self, key: u64, cmd: &Command<'_>, reply: Option<&CommandReply<'_>>) {
         let cap = self.limits.max_names;
         let Some(row) = self.rows.get_mut(&key) else { return };
         if (row.count <= 16 || row.count % 64 == 0) && row.fields_read.len() < cap {
-            note_fields_read(row, op, cmd, cap);
+            note_fields_read(row, cmd, reply, cap);
         }
     }
 }
@@ -454,7 +453,7 @@ fn cut_arrays(v: &mut Value) {
 
 /// The fields an operation reads: its projection's, or those present in the first
 /// few returned documents.
-fn note_fields_read(row: &mut Row, op: &Operation, cmd: &Command<'_>, cap: usize) {
+fn note_fields_read(row: &mut Row, cmd: &Command<'_>, reply: Option<&CommandReply<'_>>, cap: usize) {
     let proj = cmd.body.get_document("projection").or_else(|_| cmd.body.get_document("fields"));
     if let Ok(p) = proj {
         for e in mongotap_wire::element::elements(p) {
@@ -464,7 +463,7 @@ fn note_fields_read(row: &mut Row, op: &Operation, cmd: &Command<'_>, cap: usize
         }
         return;
     }
-    let Some(batch) = op.reply_view().and_then(|r| r.batch()) else { return };
+    let Some(batch) = reply.and_then(|r| r.batch()) else { return };
     for doc in batch.into_iter().flatten().filter_map(|d| d.as_document()).take(8) {
         for (k, _) in doc.iter().flatten() {
             if row.fields_read.len() >= cap {
@@ -509,7 +508,9 @@ mod tests {
             let send = |h: &mut Harness, dir, at, bytes| {
                 let frame = Frame::from_bytes(bytes).unwrap();
                 let t = &mut h.t;
-                h.c.on_event(TapEvent::Message { conn: 1, dir, at, frame }, &mut |op| t.record(&op));
+                h.c.on_event(TapEvent::Message { conn: 1, dir, at, frame }, &mut |op| {
+                    t.record(&mut OpView::new(&op))
+                });
             };
             let at = self.at;
             send(self, Direction::ToServer, at, OpMsg::new(Document::from_doc(&req)).encode(rq, 0));

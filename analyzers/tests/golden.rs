@@ -79,3 +79,72 @@ fn the_schema_rejects_what_breaks_the_contract() {
             .unwrap();
     assert!(!jsonschema::validator_for(&schema).unwrap().is_valid(&v));
 }
+
+/// A scripted shop with one of each finding the detectors report: an order list
+/// that fetches each order's customer (N+1), a settings read repeated in a loop
+/// (redundant), and an order page assembled by three `$lookup`s (chain).
+fn findings_report() -> Report {
+    use bson::doc;
+    use mongotap_analyzers::script::Script;
+    let mut s = Script::new();
+    let web = s.connect("10.0.0.7:50001", "shop-web", "PyMongo|c 4.20.1|");
+    for page in 0..4 {
+        let orders: Vec<bson::Document> =
+            (0..12).map(|i| doc! {"_id": page * 100 + i, "customerId": 1000 + i, "total": 5}).collect();
+        s.find(web, "shop.orders", doc! {"status": "placed"}, orders);
+        for i in 0..12 {
+            s.find_one(
+                web,
+                "shop.customers",
+                doc! {"_id": 1000 + i},
+                Some(doc! {"_id": 1000 + i, "name": "n"}),
+            );
+        }
+        for _ in 0..20 {
+            s.find_one(web, "shop.settings", doc! {"_id": "site"}, Some(doc! {"_id": "site"}));
+        }
+        for _ in 0..5 {
+            s.aggregate(
+                web,
+                "shop.orders",
+                vec![
+                    doc! {"$match": {"_id": page}},
+                    doc! {"$lookup": {"from": "customers", "localField": "customerId", "foreignField": "_id", "as": "customer"}},
+                    doc! {"$lookup": {"from": "products", "localField": "productId", "foreignField": "_id", "as": "product"}},
+                    doc! {"$lookup": {"from": "shippers", "localField": "shipperId", "foreignField": "_id", "as": "shipper"}},
+                    doc! {"$project": {"total": 1, "customer.name": 1, "product.title": 1}},
+                ],
+                vec![doc! {"_id": page}],
+            );
+        }
+        s.wait_ms(1500);
+    }
+    let mut p = Pipeline::default();
+    s.run_into(&mut p);
+    Report::build(&p, RunFacts::default())
+}
+
+#[test]
+fn findings_report_matches_golden_and_schema() {
+    let r = findings_report();
+    let kinds: Vec<&str> = r.findings.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(kinds, ["n_plus_one", "redundant_query", "lookup_chain"]);
+    let text = json::render(&r);
+    assert_valid(&text);
+    check("findings.report.json", &text);
+    assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
+    check("findings.report.md", &markdown::render(&r));
+    assert!(!text.contains("\"site\""), "no literal value in the report");
+}
+
+#[test]
+fn the_schema_wants_an_n_plus_ones_link() {
+    let mut v: serde_json::Value = serde_json::from_str(&json::render(&findings_report())).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("../schemas/report.schema.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(validator.is_valid(&v));
+    v["findings"][0].as_object_mut().unwrap().remove("link");
+    assert!(!validator.is_valid(&v));
+}

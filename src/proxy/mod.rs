@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongotap_analyzers::event::Clock;
 use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_events::Clock;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

@@ -7,11 +7,11 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::BytesMut;
-use mongotap_analyzers::event::{ConnId, Direction, TapEvent};
+use mongotap_events::{ConnId, Direction, TapEvent};
 use mongotap_wire::{Split, Splitter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::tap::Tap;
+use super::tap::{Lane, Tap};
 
 /// A connection's read buffer starts this small: a thousand idle connections must
 /// not cost a thousand large buffers. It grows only when a message needs more.
@@ -46,6 +46,7 @@ where
 {
     let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut splitter = Splitter::new(keep_limit);
+    let mut lane = Lane::new(tap, conn, dir);
     let mut forwarded = 0u64;
     loop {
         // Grow only when room runs low or the message being framed needs more (its
@@ -68,7 +69,7 @@ where
         forwarded += n as u64;
         activity.store(at, Ordering::Relaxed);
         while let Some(item) = splitter.next(&mut buf) {
-            tap.send(match item {
+            lane.send(match item {
                 Ok(Split::Frame(frame)) => TapEvent::Message { conn, dir, at, frame },
                 Ok(Split::TooLarge(header)) => TapEvent::TooLarge { conn, dir, at, header },
                 Err(error) => TapEvent::Unframeable { conn, dir, at, error },
@@ -80,7 +81,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mongotap_analyzers::event::Clock;
+    use mongotap_events::Clock;
 
     #[tokio::test]
     async fn forwards_everything_and_taps_whole_frames() {

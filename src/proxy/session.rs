@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongotap_analyzers::event::{ConnId, Direction, TapEvent};
+use mongotap_events::{ConnId, Direction, TapEvent};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::{Finding, Report};
+use crate::detectors::KINDS;
 
 /// The `--fail-on` word for new access-pattern shapes.
 pub const NEW_SHAPE: &str = "new_shape";
@@ -25,6 +26,26 @@ impl Verdict {
     pub fn fails(&self) -> bool {
         !self.new_findings.is_empty() || !self.new_shapes.is_empty()
     }
+}
+
+/// Checks the `--fail-on` words: finding kinds of the contract, [`ANY`] or
+/// [`NEW_SHAPE`]. An unknown word is an error, so that a typo (`n_plus_on`) cannot
+/// make the gate pass for ever.
+pub fn check_fail_on(words: &[String]) -> Result<(), String> {
+    let unknown: Vec<&str> = words
+        .iter()
+        .map(String::as_str)
+        .filter(|w| *w != ANY && *w != NEW_SHAPE && !KINDS.contains(w))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "--fail-on: unknown {} {} (known: {}, {ANY}, {NEW_SHAPE})",
+        if unknown.len() == 1 { "word" } else { "words" },
+        unknown.join(", "),
+        KINDS.join(", ")
+    ))
 }
 
 /// A finding's identity across runs: kind, namespace, shapes and the kind's own
@@ -165,5 +186,15 @@ mod tests {
         let v = compare(&new, &base, &[NEW_SHAPE.to_owned()]);
         assert_eq!(v.new_shapes.len(), 1);
         assert!(v.new_shapes[0].starts_with("new shape bb find shop.orders (3 operations)"));
+    }
+
+    #[test]
+    fn fail_on_rejects_what_it_does_not_know() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(
+            check_fail_on(&w(&["n_plus_one", "lookup_chain", "missing_index", "any", "new_shape"])).is_ok()
+        );
+        let e = check_fail_on(&w(&["n_plus_on", "missing_index"])).unwrap_err();
+        assert!(e.contains("unknown word n_plus_on") && e.contains("n_plus_one"), "{e}");
     }
 }

@@ -55,16 +55,24 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "<p>No findings.</p>");
     }
     for f in r.ranked_findings() {
+        let figures: String = f
+            .key_evidence()
+            .iter()
+            .map(|(k, v)| format!("<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v)))
+            .collect();
         let _ = writeln!(
             s,
             "<article class=\"finding {sev}\"><h3><span class=\"sev\">{sev}</span> {kind} on <code>{ns}</code></h3>\
-<p>{rec}</p><p class=\"evidence\">Evidence: <code>{ev}</code></p>{fix}</article>",
+{headline}<p>{rec}</p><table class=\"evidence\">{figures}</table>\
+<details><summary>All evidence (shapes {ids})</summary><pre>{ev}</pre></details>{fix}</article>",
             sev = esc(&f.severity),
             kind = esc(&f.kind),
             ns = esc(&f.namespace),
+            headline = f.headline().map_or(String::new(), |h| format!("<p class=\"headline\"><code>{}</code></p>", esc(&h))),
             rec = esc(&f.recommendation),
-            ev = esc(&f.evidence.to_string()),
-            fix = f.fix.as_ref().map_or(String::new(), |x| format!("<pre>{}</pre>", esc(x))),
+            ids = esc(&f.shape_ids.join(", ")),
+            ev = esc(&serde_json::to_string_pretty(&f.evidence).unwrap_or_default()),
+            fix = f.fix.as_ref().map_or(String::new(), |x| format!("<p>Fix:</p><pre class=\"fix\">{}</pre>", esc(x))),
         );
     }
     let _ = writeln!(s, "</section>");
@@ -297,6 +305,8 @@ tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,mon
 svg.chart rect{fill:#0969da}svg.mix rect.writes{fill:#cf222e}svg.mix rect.reads{fill:#0969da}svg text{font-size:12px;fill:#57606a}
 .finding{border-left:4px solid #d0d7de;padding:4px 12px;margin:8px 0}.finding.high{border-color:#cf222e}.finding.medium{border-color:#bf8700}
 .sev{text-transform:uppercase;font-size:11px;color:#57606a}
+table.evidence{width:auto;margin:4px 0}table.evidence th{position:static;cursor:auto;font-weight:normal;color:#57606a}
+pre.fix{background:#f6f8fa;padding:8px;overflow:auto}.headline{margin:2px 0}
 "#;
 
 const JS: &str = r#"

@@ -48,10 +48,26 @@ pub fn render(r: &Report) -> String {
     }
     for (i, f) in r.ranked_findings().into_iter().enumerate() {
         let _ = writeln!(s, "### {}. `{}` on `{}` ({})\n", i + 1, f.kind, f.namespace, f.severity);
+        if let Some(h) = f.headline() {
+            let _ = writeln!(s, "**{}**\n", cell(&h));
+        }
         let _ = writeln!(s, "{}\n", f.recommendation);
-        let _ = writeln!(s, "Evidence: `{}`\n", f.evidence);
+        let figures = f.key_evidence();
+        if !figures.is_empty() {
+            let _ = writeln!(s, "| Evidence | |\n|---|---|");
+            for (k, v) in figures {
+                let _ = writeln!(s, "| {} | {} |", cell(&k), cell(&v));
+            }
+            let _ = writeln!(s);
+        }
+        let pretty = serde_json::to_string_pretty(&f.evidence).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "<details><summary>All evidence, shapes {}</summary>\n\n```json\n{pretty}\n```\n\n</details>\n",
+            f.shape_ids.join(", ")
+        );
         if let Some(fix) = &f.fix {
-            let _ = writeln!(s, "```js\n{fix}\n```\n");
+            let _ = writeln!(s, "Fix:\n\n```{}\n{fix}\n```\n", f.fix_language());
         }
     }
 

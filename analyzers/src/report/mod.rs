@@ -117,7 +117,7 @@ pub struct AccessPattern {
     pub last_seen: String,
 }
 
-/// A finding: a smell with its evidence and its fix (the detectors fill these).
+/// A finding: a smell with its evidence and its fix (see [`crate::detectors`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
     pub kind: String,
@@ -157,6 +157,13 @@ pub struct Traffic {
     pub unanswered: u64,
     pub other_shapes: u64,
     pub last_parse_error: Option<String>,
+    /// Holes in connections' events (the tap dropped some): detectors reset what
+    /// they followed on those connections rather than guess.
+    #[serde(default)]
+    pub gaps: u64,
+    /// State the detectors let go of to stay bounded, by detector.
+    #[serde(default)]
+    pub detector_evictions: BTreeMap<String, u64>,
 }
 
 /// Run-level facts the pipeline cannot know (they live on the forwarding side).
@@ -252,7 +259,7 @@ impl Report {
                 operations: table.operations(),
             },
             access_patterns,
-            findings: Vec::new(),
+            findings: p.findings(),
             collections,
             apps,
             timeline: table.timeline().collect(),
@@ -264,6 +271,8 @@ impl Report {
                 unanswered: stats.unanswered,
                 other_shapes: table.other_shapes(),
                 last_parse_error: stats.last_parse_error.clone(),
+                gaps: stats.gaps,
+                detector_evictions: p.detectors().evictions(),
             },
         }
     }
@@ -282,6 +291,67 @@ fn histogram_ms(h: &hdrhistogram::Histogram<u32>) -> Vec<(f64, u64)> {
         out.pop();
     }
     out
+}
+
+impl Finding {
+    /// One line that names what the finding is about, for the kinds that have one:
+    /// the link of an N+1, the joined collections of a `$lookup` chain, the field.
+    pub fn headline(&self) -> Option<String> {
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        match self.kind.as_str() {
+            "n_plus_one" => {
+                let child = self.extra.get("child_namespace").and_then(text)?;
+                let link = self.extra.get("link")?;
+                Some(format!(
+                    "{}.{} -> {}.{}",
+                    self.namespace,
+                    link.get("parent_field").and_then(text)?,
+                    child,
+                    link.get("child_field").and_then(text)?
+                ))
+            }
+            "lookup_chain" => {
+                let l: Vec<String> = self.extra.get("lookups")?.as_array()?.iter().filter_map(text).collect();
+                Some(format!("{} joins {}", self.namespace, l.join(", ")))
+            }
+            _ => self.extra.get("field").and_then(text).map(|f| format!("{}.{f}", self.namespace)),
+        }
+    }
+
+    /// The evidence's plain figures (numbers, strings, lists of strings), in order,
+    /// for a table; nested evidence is left to the full JSON.
+    pub fn key_evidence(&self) -> Vec<(String, String)> {
+        let Some(o) = self.evidence.as_object() else { return Vec::new() };
+        o.iter()
+            .filter_map(|(k, v)| {
+                let shown = match v {
+                    Value::Number(n) => n.to_string(),
+                    Value::String(s) => s.clone(),
+                    Value::Bool(b) => b.to_string(),
+                    Value::Array(a) if a.iter().all(Value::is_string) && !a.is_empty() => {
+                        a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+                    }
+                    _ => return None,
+                };
+                Some((k.replace('_', " "), shown))
+            })
+            .collect()
+    }
+
+    /// The language of the fix, for syntax highlighting: Python comments start
+    /// with `#`, Rust has `let` and turbofish, the rest is JavaScript (mongosh, Node).
+    pub fn fix_language(&self) -> &'static str {
+        let Some(fix) = &self.fix else { return "" };
+        if fix.starts_with('#') {
+            "python"
+        } else if fix.contains("::<") || fix.contains("let ids: Vec<") {
+            "rust"
+        } else if fix.contains("List<") {
+            "java"
+        } else {
+            "js"
+        }
+    }
 }
 
 impl Report {

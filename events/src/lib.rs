@@ -1,5 +1,10 @@
-//! What the analysis is fed: tap events from the live proxy (and, later, from trace
-//! files and captures). Each carries the connection it belongs to and a timestamp.
+//! # mongotap-events
+//!
+//! What the forwarding side hands the analysis, and nothing more: tap events from
+//! the live proxy (and, later, from trace files and captures), each with the
+//! connection it belongs to and a timestamp, and the clock that stamps them. The
+//! forwarding path depends on this crate and on the codec's framing, never on the
+//! analyzers.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,6 +40,10 @@ pub enum TapEvent {
     Unframeable { conn: ConnId, dir: Direction, at: Micros, error: WireError },
     /// The connection ended.
     Closed { conn: ConnId, at: Micros },
+    /// The tap dropped `dropped` events of this connection and direction (the
+    /// analysis was behind) before the next one that got through. Whatever the
+    /// analysis was following on this connection has a hole in it.
+    Gap { conn: ConnId, dir: Direction, at: Micros, dropped: u64 },
 }
 
 impl TapEvent {
@@ -45,7 +54,8 @@ impl TapEvent {
             | TapEvent::Message { at, .. }
             | TapEvent::TooLarge { at, .. }
             | TapEvent::Unframeable { at, .. }
-            | TapEvent::Closed { at, .. } => *at,
+            | TapEvent::Closed { at, .. }
+            | TapEvent::Gap { at, .. } => *at,
         }
     }
 }

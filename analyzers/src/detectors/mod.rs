@@ -1,0 +1,257 @@
+//! The detectors: each watches the operations for one smell of the schema-design
+//! literature and says what it found as report findings, with the evidence, the
+//! recommendation and the fix.
+//!
+//! Every detector implements the small [`Detector`] trait: it is handed each
+//! operation's [`OpView`] (decoded once, with the table's shape ids), told about
+//! holes in a connection's events and about closed connections, and asked for its
+//! findings whenever a report is built. What a detector keeps is bounded and holds
+//! no value: keyed hashes ([`values::Keyed`]), counts, shape ids and field names.
+//!
+//! # Layout
+//! - [`thresholds`]: every threshold and bound, with its source.
+//! - [`values`]: keyed hashes of values, link values in replies, equalities in filters.
+//! - [`driver`]: the client's language and ODM, from its handshake, for fixes.
+//! - [`snippets`]: fixes written in that language.
+//! - [`n_plus_one`]: a read returns N documents, then one query per document.
+//! - [`redundant_query`]: the same read with the same values again and again.
+//! - [`lookup_chain`]: frequent aggregations that join collections with `$lookup`.
+
+pub mod driver;
+pub mod lookup_chain;
+pub mod n_plus_one;
+pub mod redundant_query;
+pub mod snippets;
+pub mod thresholds;
+pub mod values;
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+
+use crate::event::Micros;
+use crate::operation::ConnInfo;
+use crate::report::Finding;
+use crate::shape::hex;
+use crate::table::{AccessTable, Row};
+use crate::view::{OpView, ShapeId};
+
+pub use thresholds::Thresholds;
+
+/// Every finding kind of the report contract (`REPORT-CONTRACT.md`), whether or not
+/// a detector reports it yet: the CI gate accepts these and rejects anything else.
+pub const KINDS: &[&str] = &[
+    "n_plus_one",
+    "redundant_query",
+    "lookup_chain",
+    "full_document_rewrite",
+    "unbounded_array_growth",
+    "missing_index",
+    "redundant_index",
+    "unused_index",
+    "fan_out_update",
+    "bucket_candidate",
+    "large_document",
+    "over_fetch",
+    "unindexed_regex",
+];
+
+/// One detector. Every method but [`Detector::findings`] has a no-op default, so a
+/// detector implements only what it needs.
+pub trait Detector: Send {
+    /// Its name, for the report's traffic notes.
+    fn name(&self) -> &'static str;
+
+    /// Looks at one operation.
+    fn on_operation(&mut self, _op: &OpView<'_>) {}
+
+    /// Events of this connection were dropped before now: whatever the detector
+    /// follows for it has a hole and must not be trusted.
+    fn on_gap(&mut self, _conn: &ConnInfo, _at: Micros) {}
+
+    /// The connection ended.
+    fn on_connection_closed(&mut self, _conn: &ConnInfo, _at: Micros) {}
+
+    /// Time has passed (the live proxy calls this every second).
+    fn expire(&mut self, _now: Micros) {}
+
+    /// What it found so far. Called for every report, so it does not consume state.
+    fn findings(&self, ctx: &Context<'_>) -> Vec<Finding>;
+
+    /// State it had to let go of to stay bounded.
+    fn evictions(&self) -> u64 {
+        0
+    }
+}
+
+/// What detectors may consult when they write findings.
+pub struct Context<'a> {
+    /// The access-pattern table: counts, latencies, fields read per shape.
+    pub table: &'a AccessTable,
+    /// The thresholds in force.
+    pub thresholds: &'a Thresholds,
+    rows: FxHashMap<ShapeId, &'a Row>,
+}
+
+impl<'a> Context<'a> {
+    /// A context over `table`.
+    pub fn new(table: &'a AccessTable, thresholds: &'a Thresholds) -> Context<'a> {
+        let rows = table.rows().into_iter().filter(|r| r.id != 0).map(|r| (r.id, r)).collect();
+        Context { table, thresholds, rows }
+    }
+
+    /// The table row of a shape.
+    pub fn row(&self, id: ShapeId) -> Option<&'a Row> {
+        self.rows.get(&id).copied()
+    }
+}
+
+/// All detectors, fed by the pipeline.
+pub struct Detectors {
+    list: Vec<Box<dyn Detector>>,
+    thresholds: Thresholds,
+}
+
+impl Detectors {
+    /// Every detector, with these thresholds.
+    pub fn new(thresholds: Thresholds) -> Detectors {
+        let list: Vec<Box<dyn Detector>> = vec![
+            Box::new(n_plus_one::NPlusOne::new(&thresholds)),
+            Box::new(redundant_query::RedundantQuery::new(&thresholds)),
+            Box::new(lookup_chain::LookupChain),
+        ];
+        Detectors { list, thresholds }
+    }
+
+    /// No detector at all (to measure what they cost).
+    pub fn none() -> Detectors {
+        Detectors { list: Vec::new(), thresholds: Thresholds::default() }
+    }
+
+    /// The thresholds in force.
+    pub fn thresholds(&self) -> &Thresholds {
+        &self.thresholds
+    }
+
+    /// Hands an operation to every detector.
+    pub fn on_operation(&mut self, op: &OpView<'_>) {
+        for d in &mut self.list {
+            d.on_operation(op);
+        }
+    }
+
+    /// Tells every detector about a hole in a connection's events.
+    pub fn on_gap(&mut self, conn: &ConnInfo, at: Micros) {
+        for d in &mut self.list {
+            d.on_gap(conn, at);
+        }
+    }
+
+    /// Tells every detector a connection ended.
+    pub fn on_connection_closed(&mut self, conn: &ConnInfo, at: Micros) {
+        for d in &mut self.list {
+            d.on_connection_closed(conn, at);
+        }
+    }
+
+    /// Lets every detector close what has timed out.
+    pub fn expire(&mut self, now: Micros) {
+        for d in &mut self.list {
+            d.expire(now);
+        }
+    }
+
+    /// Every detector's findings, reconciled: a redundant query that is the child
+    /// of an N+1 (the last of its shape ids) is said once, in the N+1 (batching its
+    /// children removes both).
+    pub fn findings(&self, table: &AccessTable) -> Vec<Finding> {
+        let ctx = Context::new(table, &self.thresholds);
+        let mut all: Vec<Finding> = self.list.iter().flat_map(|d| d.findings(&ctx)).collect();
+        let children: Vec<String> = all
+            .iter()
+            .filter(|f| f.kind == "n_plus_one")
+            .filter_map(|f| f.shape_ids.last().cloned())
+            .collect();
+        all.retain(|f| f.kind != "redundant_query" || !f.shape_ids.iter().any(|s| children.contains(s)));
+        all
+    }
+
+    /// Evictions by detector, for the report's traffic notes.
+    pub fn evictions(&self) -> BTreeMap<String, u64> {
+        self.list.iter().map(|d| (d.name().to_owned(), d.evictions())).filter(|(_, n)| *n > 0).collect()
+    }
+}
+
+impl Default for Detectors {
+    fn default() -> Self {
+        Detectors::new(Thresholds::default())
+    }
+}
+
+/// How much a finding costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Fix it first.
+    High,
+    /// Worth fixing.
+    Medium,
+    /// Worth knowing.
+    Low,
+}
+
+impl Severity {
+    /// As the report writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::High => "high",
+            Severity::Medium => "medium",
+            Severity::Low => "low",
+        }
+    }
+}
+
+/// A finding as a detector writes it; [`Draft::finding`] gives it its contract form.
+pub(crate) struct Draft<'a> {
+    pub kind: &'a str,
+    pub severity: Severity,
+    pub namespace: &'a str,
+    pub shapes: &'a [ShapeId],
+    pub evidence: Value,
+    pub recommendation: String,
+    pub fix: Option<String>,
+    pub extra: Vec<(&'a str, Value)>,
+}
+
+impl Draft<'_> {
+    /// The finding, with shape ids as reports print them.
+    pub fn finding(self) -> Finding {
+        Finding {
+            kind: self.kind.to_owned(),
+            severity: self.severity.as_str().to_owned(),
+            namespace: self.namespace.to_owned(),
+            shape_ids: self.shapes.iter().map(|s| hex(*s)).collect(),
+            evidence: self.evidence,
+            recommendation: self.recommendation,
+            fix: self.fix,
+            extra: self.extra.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
+}
+
+/// The collection part of `db.collection`.
+pub(crate) fn collection(namespace: &str) -> &str {
+    namespace.split_once('.').map_or(namespace, |(_, c)| c)
+}
+
+/// Milliseconds from microseconds, to 3 decimals.
+pub(crate) fn ms(us: f64) -> f64 {
+    us.round() / 1000.0
+}
+
+/// The median of some counts.
+pub(crate) fn median(v: &[u64]) -> u64 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}

@@ -1,0 +1,372 @@
+//! Redundant queries (`redundant_query`): one client sends the same read with the
+//! same values again and again, close together, without writing to that
+//! collection in between. The answer cannot have changed because of it: a cache
+//! (per request, or with invalidation on write) or one fetch of the distinct values
+//! removes the round trips. Not N+1: an N+1 asks for many different values.
+//!
+//! Per client and shape, the last `redundant_window` reads (each at most
+//! `redundant_gap_ms` after the one before) are kept as keyed hashes of their
+//! values; when that window holds at most `redundant_max_distinct` distinct values,
+//! its reads are redundant.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHasher};
+use serde_json::json;
+
+use mongotap_wire::element;
+
+use super::driver::{Language, Stack};
+use super::values::Keyed;
+use super::{collection, median, ms, Context, Detector, Draft, Severity, Thresholds};
+use crate::command_shape::Category;
+use crate::event::Micros;
+use crate::operation::ConnInfo;
+use crate::report::Finding;
+use crate::view::{OpView, ShapeId};
+
+/// The parts of a read that decide its answer; the envelope (session, cluster
+/// time, read concern) does not.
+const QUERY_FIELDS: &[&[u8]] = &[
+    b"filter",
+    b"query",
+    b"key",
+    b"pipeline",
+    b"projection",
+    b"fields",
+    b"sort",
+    b"skip",
+    b"limit",
+    b"let",
+    b"collation",
+    b"hint",
+    b"singleBatch",
+];
+
+/// Apps and drivers named per finding.
+const MAX_NAMES: usize = 8;
+
+#[derive(Default)]
+struct Window {
+    /// (value hash, when).
+    reads: VecDeque<(u64, Micros)>,
+    namespace: u64,
+    in_burst: bool,
+}
+
+#[derive(Default, Clone)]
+struct Stat {
+    reads: u64,
+    bursts: u64,
+    distinct: Vec<u64>,
+    latency_us: u64,
+    first_at: Micros,
+    last_at: Micros,
+    apps: BTreeSet<String>,
+    drivers: BTreeSet<String>,
+}
+
+/// The redundant-query detector.
+pub struct RedundantQuery {
+    t: Thresholds,
+    keyed: Keyed,
+    windows: FxHashMap<(u64, ShapeId), Window>,
+    /// Last write per (client, namespace hash).
+    writes: FxHashMap<(u64, u64), Micros>,
+    stats: FxHashMap<ShapeId, Stat>,
+    evicted: u64,
+}
+
+impl RedundantQuery {
+    /// A detector with these thresholds.
+    pub fn new(t: &Thresholds) -> RedundantQuery {
+        RedundantQuery {
+            t: t.clone(),
+            keyed: Keyed::default(),
+            windows: FxHashMap::default(),
+            writes: FxHashMap::default(),
+            stats: FxHashMap::default(),
+            evicted: 0,
+        }
+    }
+
+    fn max_windows(&self) -> usize {
+        (self.t.max_patterns * 16) as usize
+    }
+
+    fn note(
+        &mut self,
+        shape: ShapeId,
+        conn: &ConnInfo,
+        reads: u64,
+        distinct: u64,
+        latency_us: u64,
+        at: Micros,
+    ) {
+        if !self.stats.contains_key(&shape) && self.stats.len() as u64 >= self.t.max_patterns {
+            self.evicted += 1;
+            return;
+        }
+        let s = self.stats.entry(shape).or_insert_with(|| Stat { first_at: at, ..Stat::default() });
+        s.reads += reads;
+        s.latency_us += latency_us;
+        s.last_at = at;
+        if distinct > 0 {
+            s.bursts += 1;
+            if s.distinct.len() < 256 {
+                s.distinct.push(distinct);
+            }
+        }
+        let app = conn.app_name.as_deref().unwrap_or("(no app name)");
+        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
+            s.apps.insert(app.to_owned());
+        }
+        if let Some(d) = &conn.driver {
+            if s.drivers.len() < MAX_NAMES && !s.drivers.contains(d) {
+                s.drivers.insert(d.clone());
+            }
+        }
+    }
+}
+
+fn namespace_hash(ns: &str) -> u64 {
+    let mut h = FxHasher::default();
+    ns.hash(&mut h);
+    h.finish()
+}
+
+impl Detector for RedundantQuery {
+    fn name(&self) -> &'static str {
+        "redundant_query"
+    }
+
+    fn on_operation(&mut self, v: &OpView<'_>) {
+        let op = v.op;
+        let Some(cmd) = &v.command else { return };
+        let client = op.conn.client_key;
+        match v.category {
+            Category::Write => {
+                for s in &v.statements {
+                    let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
+                    if self.writes.len() >= self.max_windows() {
+                        self.writes.clear();
+                    }
+                    self.writes.insert((client, namespace_hash(ns)), op.started_at);
+                }
+                return;
+            }
+            Category::Command => return,
+            Category::Read if cmd.name == "getMore" || op.failed() => return,
+            Category::Read => {}
+        }
+        let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
+        let mut h = self.keyed.hasher();
+        for e in element::elements(cmd.body).filter(|e| QUERY_FIELDS.contains(&e.key)) {
+            h.write(e.key);
+            h.write_u8(e.kind);
+            h.write(e.value);
+        }
+        let value = h.finish();
+        let now = op.started_at;
+        let ns = namespace_hash(&op.namespace);
+        let key = (client, shape);
+        if !self.windows.contains_key(&key) && self.windows.len() >= self.max_windows() {
+            let gap = self.t.redundant_gap_ms * 1000;
+            self.windows.retain(|_, w| w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) <= gap));
+            if self.windows.len() >= self.max_windows() {
+                self.evicted += 1;
+                return;
+            }
+        }
+        let written_at = self.writes.get(&(client, ns)).copied();
+        let (k, gap) = (self.t.redundant_window.max(2) as usize, self.t.redundant_gap_ms * 1000);
+        let w = self.windows.entry(key).or_default();
+        w.namespace = ns;
+        let stale = w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) > gap);
+        let written = match (written_at, w.reads.front()) {
+            (Some(wrote), Some((_, first))) => wrote >= *first,
+            _ => false,
+        };
+        if stale || written {
+            w.reads.clear();
+            w.in_burst = false;
+        }
+        w.reads.push_back((value, now));
+        if w.reads.len() > k {
+            w.reads.pop_front();
+        }
+        if w.reads.len() < k {
+            return;
+        }
+        let mut seen: Vec<u64> = Vec::with_capacity(k);
+        for (h, _) in &w.reads {
+            if !seen.contains(h) {
+                seen.push(*h);
+            }
+        }
+        let redundant = seen.len() as u64 <= self.t.redundant_max_distinct;
+        let latency = op.latency_us.unwrap_or(0);
+        match (redundant, w.in_burst) {
+            (true, false) => {
+                // The window's reads were all part of it.
+                w.in_burst = true;
+                let n = w.reads.len() as u64;
+                self.note(shape, &op.conn, n, seen.len() as u64, latency * n, now);
+            }
+            (true, true) => self.note(shape, &op.conn, 1, 0, latency, now),
+            (false, _) => w.in_burst = false,
+        }
+    }
+
+    fn on_gap(&mut self, conn: &ConnInfo, _at: Micros) {
+        // A write may have been lost: the windows of this client cannot be trusted.
+        let client = conn.client_key;
+        self.windows.retain(|(c, _), _| *c != client);
+    }
+
+    fn expire(&mut self, now: Micros) {
+        let gap = self.t.redundant_gap_ms * 1000;
+        self.windows.retain(|_, w| w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) <= gap));
+        self.writes.retain(|_, at| now.saturating_sub(*at) <= 3_600_000_000);
+    }
+
+    fn evictions(&self) -> u64 {
+        self.evicted
+    }
+
+    fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
+        let t = ctx.thresholds;
+        let mut stats: Vec<(&ShapeId, &Stat)> = self.stats.iter().collect();
+        stats.sort_by_key(|(id, _)| **id);
+        let mut out = Vec::new();
+        for (id, s) in stats {
+            let Some(row) = ctx.row(*id) else { continue };
+            let distinct = median(&s.distinct);
+            let share = s.reads as f64 / row.count.max(1) as f64;
+            let severity = if s.reads >= 50 && share >= 0.5 { Severity::Medium } else { Severity::Low };
+            let avoidable = s.reads.saturating_sub(s.bursts * distinct);
+            let stack = Stack::from_driver(s.drivers.iter().next().map(String::as_str));
+            let coll = collection(&row.namespace);
+            let recommendation = format!(
+                "The same {cmd} on {ns} is sent again and again with the same values: {reads} reads in {bursts} \
+                 bursts where {k} consecutive reads carried at most {distinct} distinct values, at most {gap} ms \
+                 apart, with no write from that client to {coll} in between; about {avoidable} of them could not \
+                 have returned anything new. Keep the answer for the length of a request (or cache it and drop it \
+                 on write), or fetch the distinct values once.",
+                cmd = row.command,
+                ns = row.namespace,
+                reads = s.reads,
+                bursts = s.bursts,
+                k = t.redundant_window,
+                gap = t.redundant_gap_ms,
+            );
+            let fix = match stack.language {
+                Language::Python => format!(
+                    "# ask once per request (or cache with a TTL and drop entries when {coll} is written):\n_seen = {{}}\ndef find_one_{coll}(query):\n    key = repr(sorted(query.items()))\n    if key not in _seen:\n        _seen[key] = db.{coll}.find_one(query)\n    return _seen[key]"
+                ),
+                Language::Rust => format!(
+                    "// ask once per request (or cache with a TTL and drop entries when {coll} is written):\nlet mut seen: HashMap<String, Option<Document>> = HashMap::new();\nlet key = query.to_string();\nif !seen.contains_key(&key) {{\n    seen.insert(key.clone(), db.collection::<Document>(\"{coll}\").find_one(query).await?);\n}}"
+                ),
+                _ => format!(
+                    "// ask once per request (or cache with a TTL and drop entries when {coll} is written):\nconst seen = new Map();\nasync function findOneCached(query) {{\n  const key = JSON.stringify(query);\n  if (!seen.has(key)) seen.set(key, await db.collection(\"{coll}\").findOne(query));\n  return seen.get(key);\n}}"
+                ),
+            };
+            let stacks: Vec<String> = s.drivers.iter().map(|d| Stack::describe(d)).collect();
+            let evidence = json!({
+                "count": s.reads,
+                "bursts": s.bursts,
+                "typical_distinct_values": distinct,
+                "avoidable_reads": avoidable,
+                "share_of_shape": (share * 1000.0).round() / 1000.0,
+                "shape": row.shape,
+                "shape_count": row.count,
+                "p50_ms": row.latency_ms(0.5),
+                "observed_time_ms": ms(s.latency_us as f64),
+                "apps": s.apps,
+                "drivers": stacks,
+                "first_seen": crate::report::rfc3339(s.first_at),
+                "last_seen": crate::report::rfc3339(s.last_at),
+                "thresholds": {
+                    "redundant_window": t.redundant_window,
+                    "redundant_max_distinct": t.redundant_max_distinct,
+                    "redundant_gap_ms": t.redundant_gap_ms,
+                },
+            });
+            out.push(
+                Draft {
+                    kind: "redundant_query",
+                    severity,
+                    namespace: &row.namespace,
+                    shapes: &[*id],
+                    evidence,
+                    recommendation,
+                    fix: Some(fix),
+                    extra: Vec::new(),
+                }
+                .finding(),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use crate::script::Script;
+
+    fn redundant(s: Script) -> Vec<crate::report::Finding> {
+        s.run().findings().into_iter().filter(|f| f.kind == "redundant_query").collect()
+    }
+
+    #[test]
+    fn the_same_read_again_and_again_is_redundant() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "site", "PyMongo 4.20.1");
+        for _ in 0..5 {
+            for _ in 0..30 {
+                s.find_one(
+                    c,
+                    "site.settings",
+                    doc! {"_id": "site"},
+                    Some(doc! {"_id": "site", "theme": "dark"}),
+                );
+            }
+            s.wait_ms(2_000);
+        }
+        let f = redundant(s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].namespace, "site.settings");
+        assert_eq!((f[0].evidence["count"].as_u64(), f[0].evidence["bursts"].as_u64()), (Some(150), Some(5)));
+        assert_eq!(f[0].evidence["typical_distinct_values"], 1);
+        assert_eq!(f[0].severity, "medium");
+    }
+
+    #[test]
+    fn many_values_slow_repeats_and_writes_in_between_are_not_redundant() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "site", "PyMongo 4.20.1");
+        for i in 0..40 {
+            s.find_one(c, "site.users", doc! {"_id": i}, Some(doc! {"_id": i}));
+        }
+        for _ in 0..20 {
+            s.find_one(c, "site.settings", doc! {"_id": "site"}, None);
+            s.wait_ms(1_000); // polling once a second
+        }
+        for i in 0..40 {
+            s.find_one(c, "site.counters", doc! {"_id": "hits"}, Some(doc! {"_id": "hits", "n": i}));
+            s.update(c, "site.counters", doc! {"_id": "hits"}, doc! {"$inc": {"n": 1}});
+        }
+        for p in 0..40 {
+            // Same filter, other pages: other values.
+            s.exchange(
+                c,
+                doc! {"find": "posts", "filter": {}, "skip": p * 20, "limit": 20, "$db": "site"},
+                crate::script::batch("site.posts", vec![], 0, true),
+            );
+        }
+        assert!(redundant(s).is_empty());
+    }
+}

@@ -1,0 +1,235 @@
+//! Every number a detector decides with, in one place, each with where it comes
+//! from. Users override any of them in the `[detectors]` table of the TOML config
+//! (`mongotap detectors` prints them all with their sources).
+//!
+//! Most tools we learn from work on APM spans or ORM hooks, with production
+//! timings; mongotap sees the wire, usually on staging, where a local server answers
+//! in well under a millisecond. So the rules here count round trips and link values
+//! rather than time, and estimate the time at a production round trip the user sets.
+
+use serde::{Deserialize, Serialize};
+
+/// The detectors' thresholds and bounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Thresholds {
+    /// A production round trip between the application and the database, in ms.
+    pub assumed_rtt_ms: f64,
+
+    /// N+1: a parent must return at least this many documents.
+    pub n_plus_one_min_parent_docs: u64,
+    /// N+1: distinct child queries linked to one parent occurrence.
+    pub n_plus_one_min_children: u64,
+    /// N+1: share of the parent's distinct values at the link path that children asked for.
+    pub n_plus_one_min_coverage: f64,
+    /// N+1: share of the client's child-shaped reads in the burst whose value the parent returned.
+    pub n_plus_one_min_explained: f64,
+    /// N+1: a parent stays open while its children come at most this far apart, in ms.
+    pub n_plus_one_link_gap_ms: u64,
+    /// N+1: a typical N at or above this is high severity.
+    pub n_plus_one_high_children: u64,
+    /// N+1: extra round trips per parent costing this much at `assumed_rtt_ms` are high severity.
+    pub n_plus_one_high_cost_ms: f64,
+
+    /// Redundant query: the client's last reads of a shape looked at together.
+    pub redundant_window: u64,
+    /// Redundant query: at most this many distinct values in that window.
+    pub redundant_max_distinct: u64,
+    /// Redundant query: the reads are at most this far apart, in ms.
+    pub redundant_gap_ms: u64,
+
+    /// $lookup: an aggregation with `$lookup` must run at least this often.
+    pub lookup_min_count: u64,
+    /// $lookup: and be at least this share of its application's reads.
+    pub lookup_min_share: f64,
+    /// $lookup: joining at least this many collections makes it a chain.
+    pub lookup_chain_min_joins: u64,
+    /// $lookup: this share of the application's reads raises the severity.
+    pub lookup_high_share: f64,
+    /// $lookup: this share of the application's read time raises the severity.
+    pub lookup_high_time_share: f64,
+
+    /// Bound: clients followed at once (least recently active evicted, counted).
+    pub max_clients: u64,
+    /// Bound: open parent reads per client.
+    pub max_open_parents: u64,
+    /// Bound: (value, path) pairs kept per parent read.
+    pub max_values_per_parent: u64,
+    /// Bound: distinct patterns (parent, child, link) and repeated reads kept.
+    pub max_patterns: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            assumed_rtt_ms: 1.0,
+            n_plus_one_min_parent_docs: 2,
+            n_plus_one_min_children: 5,
+            n_plus_one_min_coverage: 0.5,
+            n_plus_one_min_explained: 0.8,
+            n_plus_one_link_gap_ms: 1000,
+            n_plus_one_high_children: 10,
+            n_plus_one_high_cost_ms: 50.0,
+            redundant_window: 16,
+            redundant_max_distinct: 4,
+            redundant_gap_ms: 500,
+            lookup_min_count: 10,
+            lookup_min_share: 0.01,
+            lookup_chain_min_joins: 2,
+            lookup_high_share: 0.05,
+            lookup_high_time_share: 0.25,
+            max_clients: 10_000,
+            max_open_parents: 8,
+            max_values_per_parent: 20_000,
+            max_patterns: 1_024,
+        }
+    }
+}
+
+/// One threshold as users read it: key, meaning, and where its default comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct ThresholdDoc {
+    /// The key in `[detectors]`.
+    pub key: &'static str,
+    /// What it decides.
+    pub meaning: &'static str,
+    /// Where the default comes from, or why it is ours.
+    pub source: &'static str,
+}
+
+/// The sources of every threshold, in the order of the struct.
+pub const DOCS: &[ThresholdDoc] = &[
+    ThresholdDoc {
+        key: "assumed_rtt_ms",
+        meaning: "production round trip used to price extra round trips",
+        source: "a same-region application server to its database; set it to yours (staging answers locally, so its own times hide the cost)",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_min_parent_docs",
+        meaning: "documents a parent read must return to start an N+1",
+        source: "Bullet and nplusone: only multi-document results start an N+1; single loads never do",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_min_children",
+        meaning: "distinct linked child queries per parent occurrence",
+        source: "Sentry's N+1 detector fires at 5 repeated spans; perf-sentinel wants 5 occurrences with 5 distinct parameter sets",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_min_coverage",
+        meaning: "share of the parent's distinct values (at the link path) the children asked for",
+        source: "ours: APM tools see the loop, we see values; a loop over the page dereferences most of them",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_min_explained",
+        meaning: "share of the client's reads of the child shape during the burst whose value came from the parent",
+        source: "ours: keeps concurrent, unrelated reads of the same shape out (Sentry's misses with interleaved and concurrent spans, getsentry/sentry#93090, PR #49805)",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_link_gap_ms",
+        meaning: "a parent read stays open while its children come at most this far apart",
+        source: "perf-sentinel groups an N+1 within 500 ms; doubled and sliding, for staging clients that are scripts",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_high_children",
+        meaning: "a typical N at or above this is high severity",
+        source: "perf-sentinel: 10 or more is critical",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_high_cost_ms",
+        meaning: "extra round trips per parent costing this much at assumed_rtt_ms are high severity",
+        source: "Sentry's N+1 minimum total duration (50 ms), applied to the estimated production cost, not to staging time",
+    },
+    ThresholdDoc {
+        key: "redundant_window",
+        meaning: "a client's last reads of one shape looked at together",
+        source: "ours: room for Sentry's 5 repeats three times over",
+    },
+    ThresholdDoc {
+        key: "redundant_max_distinct",
+        meaning: "at most this many distinct values in that window makes the reads redundant",
+        source: "ours: three in four reads repeat an earlier one (perf-sentinel calls repeated identical parameters redundant, not N+1)",
+    },
+    ThresholdDoc {
+        key: "redundant_gap_ms",
+        meaning: "redundant reads come at most this far apart",
+        source: "perf-sentinel's 500 ms window",
+    },
+    ThresholdDoc {
+        key: "lookup_min_count",
+        meaning: "an aggregation with $lookup must run at least this often",
+        source: "ours: Compass flags every $lookup and Atlas publishes no threshold; a report run a few times is not an access pattern",
+    },
+    ThresholdDoc {
+        key: "lookup_min_share",
+        meaning: "and be at least this share of its application's reads",
+        source: "ours: Atlas's PERCENT_QUERIES_USE_LOOKUP trigger, threshold not published",
+    },
+    ThresholdDoc {
+        key: "lookup_chain_min_joins",
+        meaning: "joining at least this many collections makes it a chain (higher severity)",
+        source: "the seed: 'several $lookup joins to assemble one screen' is over-referencing",
+    },
+    ThresholdDoc {
+        key: "lookup_high_share",
+        meaning: "this share of the application's reads raises the severity",
+        source: "ours: a page among the top ~20 operations",
+    },
+    ThresholdDoc {
+        key: "lookup_high_time_share",
+        meaning: "this share of the application's read time raises the severity",
+        source: "ours: a quarter of the time the application waits on reads",
+    },
+    ThresholdDoc {
+        key: "max_clients",
+        meaning: "clients followed at once; the least recently active is evicted and counted",
+        source: "bound on memory",
+    },
+    ThresholdDoc {
+        key: "max_open_parents",
+        meaning: "parent reads open at once per client (those without children go first)",
+        source: "bound on memory",
+    },
+    ThresholdDoc {
+        key: "max_values_per_parent",
+        meaning: "(value, path) pairs kept per parent read",
+        source: "bound on memory",
+    },
+    ThresholdDoc {
+        key: "max_patterns",
+        meaning: "distinct N+1 patterns and repeated-read keys kept",
+        source: "bound on memory (Hibernate caps query statistics at 5,000)",
+    },
+];
+
+impl Thresholds {
+    /// The thresholds as TOML for the `[detectors]` table, each with its meaning and source.
+    pub fn to_toml_comments(&self) -> String {
+        let values = serde_json::to_value(self).expect("thresholds serialise");
+        let mut s = String::from("[detectors]\n");
+        for d in DOCS {
+            s.push_str(&format!("# {}\n# source: {}\n{} = {}\n", d.meaning, d.source, d.key, values[d.key]));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_threshold_is_documented_in_order() {
+        let values = serde_json::to_value(Thresholds::default()).unwrap();
+        let keys: Vec<&str> = values.as_object().unwrap().keys().map(String::as_str).collect();
+        let documented: Vec<&str> = DOCS.iter().map(|d| d.key).collect();
+        assert_eq!(keys, documented);
+    }
+
+    #[test]
+    fn partial_overrides_keep_the_other_defaults_and_typos_are_errors() {
+        let t: Thresholds = serde_json::from_str(r#"{"n_plus_one_min_children": 3}"#).unwrap();
+        assert_eq!(t.n_plus_one_min_children, 3);
+        assert_eq!(t.lookup_min_count, Thresholds::default().lookup_min_count);
+        assert!(serde_json::from_str::<Thresholds>(r#"{"n_plus_one_min_childs": 3}"#).is_err());
+    }
+}

@@ -1,0 +1,266 @@
+//! Values as detectors may keep them: keyed hashes, never the values themselves.
+//!
+//! A detector that must compare values later (is this child's `_id` one of the
+//! parent's `authorId`s?) keeps a SipHash of each under a key drawn at random when
+//! the run starts, so its state cannot be turned back into values by hashing
+//! guesses. Only values that can be links are hashed: ObjectIds, strings, integral
+//! numbers (int32, int64 and whole doubles compare equal, as the server compares
+//! them) and binary ids such as UUIDs.
+
+use std::hash::{BuildHasher, Hasher};
+
+use bson::RawDocument;
+use mongotap_wire::element::{self, Element};
+
+/// Strings longer than this are text, not keys.
+const MAX_KEY_STRING: usize = 128;
+/// Binary values longer than this are payloads, not keys.
+const MAX_KEY_BINARY: usize = 64;
+/// Sub-document levels walked below the top.
+const MAX_DEPTH: usize = 4;
+
+/// Keyed hashing with a random key per run.
+#[derive(Debug, Clone)]
+pub struct Keyed(std::hash::RandomState);
+
+impl Default for Keyed {
+    fn default() -> Self {
+        Keyed(std::hash::RandomState::new())
+    }
+}
+
+impl Keyed {
+    /// The keyed hash of a value that can be a link, or `None` for other values.
+    pub fn link(&self, e: &Element<'_>) -> Option<u64> {
+        let mut h = self.0.build_hasher();
+        match e.kind {
+            0x07 => {
+                h.write_u8(b'o');
+                h.write(e.value);
+            }
+            0x02 => {
+                let s = e.value.get(4..e.value.len().checked_sub(1)?)?;
+                if s.is_empty() || s.len() > MAX_KEY_STRING {
+                    return None;
+                }
+                h.write_u8(b's');
+                h.write(s);
+            }
+            0x10 | 0x12 => {
+                h.write_u8(b'n');
+                h.write_i64(e.as_i64()?);
+            }
+            0x01 => {
+                let d = f64::from_le_bytes(e.value.try_into().ok()?);
+                if d.fract() == 0.0 && d.abs() < 9.0e15 {
+                    h.write_u8(b'n');
+                    h.write_i64(d as i64);
+                } else {
+                    return None;
+                }
+            }
+            0x05 => {
+                // int32 length, subtype, bytes.
+                let bytes = e.value.get(5..)?;
+                if bytes.is_empty() || bytes.len() > MAX_KEY_BINARY {
+                    return None;
+                }
+                h.write_u8(b'b');
+                h.write(e.value.get(4..)?);
+            }
+            _ => return None,
+        }
+        Some(h.finish())
+    }
+
+    /// The keyed hash of raw bytes (a whole command's values, say).
+    pub fn bytes(&self, parts: &[&[u8]]) -> u64 {
+        let mut h = self.0.build_hasher();
+        for p in parts {
+            h.write(p);
+        }
+        h.finish()
+    }
+
+    /// A hasher to feed piece by piece.
+    pub fn hasher(&self) -> impl Hasher {
+        self.0.build_hasher()
+    }
+}
+
+/// Where a value sits in a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At<'p> {
+    /// The dotted path: sub-documents add their key, array elements do not add
+    /// their position (`items.productId` for `{items: [{productId: 7}]}`).
+    pub path: &'p [u8],
+    /// The length of the path's prefix that is the first array on the way
+    /// (`items` above), if the value is inside one.
+    pub array: Option<usize>,
+}
+
+/// Calls `f(at, value)` for every value of `doc` that can be a link (see
+/// [`Keyed::link`]), with where it sits. A DBRef's id is `author.$id`; other
+/// `$`-keys (`$ref`, `$db`) are not links. `path` is scratch space, left as given.
+pub fn walk_links(doc: &RawDocument, path: &mut Vec<u8>, f: &mut dyn FnMut(At<'_>, &Element<'_>)) {
+    walk(doc, path, None, 0, f)
+}
+
+fn walk(
+    doc: &RawDocument,
+    path: &mut Vec<u8>,
+    array: Option<usize>,
+    depth: usize,
+    f: &mut dyn FnMut(At<'_>, &Element<'_>),
+) {
+    for e in element::elements(doc) {
+        if e.key.first() == Some(&b'$') && e.key != b"$id" {
+            continue;
+        }
+        let base = path.len();
+        if base > 0 {
+            path.push(b'.');
+        }
+        path.extend_from_slice(e.key);
+        value(e, path, array, depth, f);
+        path.truncate(base);
+    }
+}
+
+fn value(
+    e: Element<'_>,
+    path: &mut Vec<u8>,
+    array: Option<usize>,
+    depth: usize,
+    f: &mut dyn FnMut(At<'_>, &Element<'_>),
+) {
+    match e.kind {
+        0x03 if depth < MAX_DEPTH => {
+            if let Some(d) = e.as_document() {
+                walk(d, path, array, depth + 1, f);
+            }
+        }
+        0x04 if depth < MAX_DEPTH => {
+            let array = array.or(Some(path.len()));
+            for item in e.as_array().into_iter().flat_map(element::elements) {
+                value(item, path, array, depth + 1, f);
+            }
+        }
+        0x03 | 0x04 => {}
+        _ => f(At { path, array }, &e),
+    }
+}
+
+/// Calls `f(field, value)` for each equality a filter asks for: implicit equality,
+/// `$eq`, a one-value `$in`, in the top level and inside `$and`. These are the
+/// values a child query takes from its parent; ranges, `$or` branches and
+/// multi-value `$in` (one batched fetch) are not.
+pub fn equalities<'a>(filter: &'a RawDocument, f: &mut dyn FnMut(&'a [u8], &Element<'a>)) {
+    for e in element::elements(filter) {
+        match e.key {
+            b"$and" => {
+                for branch in e.as_array().into_iter().flat_map(element::elements) {
+                    if let Some(b) = branch.as_document() {
+                        equalities(b, f);
+                    }
+                }
+            }
+            k if k.first() == Some(&b'$') => {}
+            field => match e.kind {
+                0x03 => {
+                    let Some(ops) = e.as_document() else { continue };
+                    for op in element::elements(ops) {
+                        match op.key {
+                            b"$eq" => f(field, &op),
+                            b"$in" => {
+                                let mut items = op.as_array().into_iter().flat_map(element::elements);
+                                if let (Some(only), None) = (items.next(), items.next()) {
+                                    f(field, &only);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                0x04 | 0x0B => {}
+                _ => f(field, &e),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, oid::ObjectId, RawDocumentBuf};
+
+    fn raw(d: bson::Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(&d).unwrap()
+    }
+
+    fn links(d: bson::Document) -> Vec<(String, Option<u64>)> {
+        let k = Keyed::default();
+        let mut out = Vec::new();
+        walk_links(&raw(d), &mut Vec::new(), &mut |at, e| {
+            out.push((String::from_utf8_lossy(at.path).into_owned(), k.link(e)))
+        });
+        out
+    }
+
+    #[test]
+    fn numbers_compare_as_the_server_compares_them_and_types_do_not_mix() {
+        let k = Keyed::default();
+        let d = raw(doc! {"i": 5, "l": 5_i64, "d": 5.0, "s": "5", "f": 5.5, "t": true, "n": null});
+        let h: Vec<Option<u64>> = element::elements(&d).map(|e| k.link(&e)).collect();
+        assert_eq!(h[0], h[1]);
+        assert_eq!(h[0], h[2]);
+        assert!(h[3].is_some() && h[3] != h[0]);
+        assert_eq!(&h[4..], &[None, None, None], "fractions, booleans and nulls are not keys");
+        let other_run = Keyed::default();
+        assert_ne!(other_run.link(&element::elements(&d).next().unwrap()), h[0], "keyed per run");
+    }
+
+    #[test]
+    fn paths_follow_sub_documents_arrays_and_dbrefs() {
+        let oid = ObjectId::new();
+        let got = links(doc! {
+            "_id": 1, "authorId": oid, "tags": ["a", "b"],
+            "items": [{"productId": 7, "qty": 2}, {"productId": 8, "qty": 1}],
+            "author": {"$ref": "user", "$id": oid}, "meta": {"by": {"id": "x"}},
+            "body": "x".repeat(500),
+        });
+        let paths: Vec<&str> = got.iter().filter(|(_, h)| h.is_some()).map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "_id",
+                "authorId",
+                "tags",
+                "tags",
+                "items.productId",
+                "items.qty",
+                "items.productId",
+                "items.qty",
+                "author.$id",
+                "meta.by.id"
+            ]
+        );
+        assert_eq!(got[1].1, got.iter().find(|(p, _)| p == "author.$id").unwrap().1);
+        let mut arrays = Vec::new();
+        walk_links(&raw(doc! {"a": 1, "items": [{"p": 1}], "t": [[1]]}), &mut Vec::new(), &mut |at, _| {
+            arrays.push(at.array)
+        });
+        assert_eq!(arrays, [None, Some(5), Some(1)]);
+    }
+
+    #[test]
+    fn equalities_are_what_a_child_takes_from_its_parent() {
+        let f = raw(doc! {
+            "_id": 1, "a": {"$eq": "x"}, "b": {"$in": [2]}, "c": {"$in": [1, 2]}, "d": {"$gt": 3},
+            "$and": [{"e": 4}], "$or": [{"g": 5}], "h": [1, 2], "i": {"x": 1},
+        });
+        let mut fields = Vec::new();
+        equalities(&f, &mut |k, _| fields.push(String::from_utf8_lossy(k).into_owned()));
+        assert_eq!(fields, ["_id", "a", "b", "e"]);
+    }
+}

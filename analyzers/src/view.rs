@@ -1,0 +1,57 @@
+//! An operation as every analyzer sees it, decoded once: the request's command view,
+//! the reply's view, the category and the statement shapes. The table records it
+//! first and fills in the shape ids of its rows; the detectors then read the same
+//! view. Nobody re-decodes the messages or re-computes a shape.
+
+use mongotap_wire::{Command, CommandReply};
+
+use crate::command_shape::{self, Category, StatementShape};
+use crate::operation::Operation;
+
+/// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
+/// reports print as 16 hex digits (see [`crate::shape::hex`]).
+pub type ShapeId = u64;
+
+/// One operation, decoded once for the table and every detector.
+pub struct OpView<'o> {
+    /// The operation.
+    pub op: &'o Operation,
+    /// The request as a command; `None` for auth commands (their bodies are gone)
+    /// and legacy queries.
+    pub command: Option<Command<'o>>,
+    /// The reply as a command reply, when there is one.
+    pub reply: Option<CommandReply<'o>>,
+    /// Read, write or other.
+    pub category: Category,
+    /// The command's statement shapes (none for getMore: the table attributes it to
+    /// the shape that opened its cursor).
+    pub statements: Vec<StatementShape>,
+    /// The table row of each statement shape, in the same order (filled by the table;
+    /// `None` when the shape went to the "other shapes" row).
+    pub shape_ids: Vec<Option<ShapeId>>,
+    /// For getMore: the shape of the command that opened the cursor, when known.
+    pub cursor_of: Option<ShapeId>,
+}
+
+impl<'o> OpView<'o> {
+    /// Decodes `op` once.
+    pub fn new(op: &'o Operation) -> OpView<'o> {
+        let command = if op.sensitive { None } else { op.command_view() };
+        let reply = if op.sensitive { None } else { op.reply_view() };
+        let (category, statements) = match &command {
+            Some(c) if c.name == "getMore" => (command_shape::category(c), Vec::new()),
+            Some(c) => (command_shape::category(c), command_shape::shapes(c)),
+            None => (Category::Command, Vec::new()),
+        };
+        OpView { op, command, reply, category, statements, shape_ids: Vec::new(), cursor_of: None }
+    }
+
+    /// The shape id of the operation's first statement, or for a getMore the shape
+    /// that opened its cursor: the shape a read's results belong to.
+    pub fn read_shape(&self) -> Option<ShapeId> {
+        match self.command.as_ref()?.name {
+            "getMore" => self.cursor_of,
+            _ => self.shape_ids.first().copied().flatten(),
+        }
+    }
+}
