@@ -182,7 +182,7 @@ impl<'m> CommandReply<'m> {
 
     /// The `cursor` sub-document of find/aggregate/getMore/listX replies.
     pub fn cursor(&self) -> Option<&'m RawDocument> {
-        self.body.get_document("cursor").ok()
+        element::find(self.body, "cursor")?.as_document()
     }
 
     /// The cursor id to continue with (0 when exhausted).
@@ -194,6 +194,14 @@ impl<'m> CommandReply<'m> {
     pub fn batch(&self) -> Option<&'m bson::RawArray> {
         let c = self.cursor()?;
         c.get_array("firstBatch").or_else(|_| c.get_array("nextBatch")).ok()
+    }
+
+    /// The same batch as the document an array is on the wire (keys "0", "1", ...),
+    /// found with the header walk: detectors read it for every multi-document reply.
+    pub fn batch_elements(&self) -> Option<&'m RawDocument> {
+        element::elements(self.cursor()?)
+            .find(|e| e.kind == 0x04 && (e.key == b"firstBatch" || e.key == b"nextBatch"))?
+            .as_array()
     }
 
     /// What the analysis needs from a reply, read in one quick walk over its top

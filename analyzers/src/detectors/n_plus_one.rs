@@ -53,6 +53,14 @@ const MAX_UNEXPLAINED: usize = 64;
 const MAX_SAMPLES: usize = 256;
 /// Apps and drivers named per pattern.
 const MAX_NAMES: usize = 8;
+/// Every multi-document read of a shape has its values indexed until this many
+/// were; after that, if none of them showed an N+1, one in [`SAMPLE_EVERY`] is.
+/// Indexing a parent reads every value it returned (most of this detector's cost);
+/// a page that is an N+1 is one on every load, so a sample still finds it, and a
+/// shape that shows one goes back to full indexing.
+const INDEX_ALL_FIRST: u64 = 32;
+/// See [`INDEX_ALL_FIRST`].
+const SAMPLE_EVERY: u64 = 16;
 
 /// Dotted paths, interned: parents and links refer to them by number.
 #[derive(Default)]
@@ -95,6 +103,8 @@ struct LinkKey {
 
 #[derive(Debug, Clone, Default)]
 struct Link {
+    /// The child's collection, interned with the paths.
+    collection: u32,
     /// Child queries (round trips).
     children: u64,
     /// Their distinct values, as keyed hashes.
@@ -108,14 +118,47 @@ struct Occurrence {
     parent: ShapeId,
     /// When its reply came, or its last child.
     last_at: Micros,
-    /// Keyed value -> the paths it was seen at.
-    values: FxHashMap<u64, [u32; PATHS_PER_VALUE]>,
-    /// Distinct values per path.
-    path_values: FxHashMap<u32, u64>,
+    /// Keyed value -> where it was seen (indices into `paths`).
+    values: FxHashMap<u64, [u16; PATHS_PER_VALUE]>,
+    /// The paths its values were seen at: a handful, so a list.
+    paths: Vec<PathStat>,
     pairs: u64,
     links: FxHashMap<LinkKey, Link>,
     /// Reads of a child shape, during this occurrence, that no open parent explains.
     unexplained: FxHashMap<ShapeId, u64>,
+}
+
+/// One path of a parent occurrence.
+#[derive(Debug, Clone, Copy)]
+struct PathStat {
+    /// The interned path.
+    path: u32,
+    /// Values seen there, repeats included: the references a loop would follow.
+    refs: u64,
+    /// Distinct values seen there.
+    distinct: u64,
+}
+
+/// An empty slot in a value's list of paths.
+const NO_SLOT: u16 = u16::MAX;
+
+impl Occurrence {
+    fn path(&self, path: u32) -> Option<&PathStat> {
+        self.paths.iter().find(|p| p.path == path)
+    }
+}
+
+/// What is known of a parent shape.
+#[derive(Debug, Default, Clone)]
+struct ParentShape {
+    /// Multi-document reads seen.
+    reads: u64,
+    /// Those whose values were indexed (see [`INDEX_ALL_FIRST`]).
+    indexed: u64,
+    /// Indexed reads that showed an N+1.
+    showed: u64,
+    /// The paths of this shape that linked in an N+1.
+    linked: Vec<u32>,
 }
 
 /// One client: its open parents, newest last.
@@ -169,7 +212,7 @@ pub struct NPlusOne {
     clients: FxHashMap<u64, Client>,
     patterns: FxHashMap<PatternKey, Pattern>,
     /// Multi-document reads per parent shape: how often a parent had the chance.
-    parents: FxHashMap<ShapeId, u64>,
+    parents: FxHashMap<ShapeId, ParentShape>,
     evicted: u64,
     scratch: Vec<u8>,
 }
@@ -219,7 +262,16 @@ impl NPlusOne {
 
     /// Closes a parent occurrence: what it shows goes into the patterns.
     fn close(&mut self, occ: &Occurrence, conn: &ConnInfo) {
-        for c in evaluate(occ, &self.t, &self.paths) {
+        let found = evaluate(occ, &self.t, &self.paths);
+        if let (false, Some(p)) = (found.is_empty(), self.parents.get_mut(&occ.parent)) {
+            p.showed += 1;
+            for c in &found {
+                if !p.linked.contains(&c.key.path) && p.linked.len() < MAX_NAMES {
+                    p.linked.push(c.key.path);
+                }
+            }
+        }
+        for c in found {
             if !self.patterns.contains_key(&c.key) && self.patterns.len() as u64 >= self.t.max_patterns {
                 self.evicted += 1;
                 continue;
@@ -245,7 +297,15 @@ impl NPlusOne {
     }
 
     /// Links a read to the newest open parent that returned one of its values.
-    fn link_child(&mut self, key: u64, child: ShapeId, filter: &RawDocument, latency_us: u64, now: Micros) {
+    fn link_child(
+        &mut self,
+        key: u64,
+        child: (ShapeId, &str),
+        filter: &RawDocument,
+        latency_us: u64,
+        now: Micros,
+    ) {
+        let (child, namespace) = child;
         let Self { keyed, paths, clients, .. } = self;
         let Some(client) = clients.get_mut(&key) else { return };
         let mut equalities: Vec<(&[u8], u64)> = Vec::new();
@@ -273,11 +333,14 @@ impl NPlusOne {
             return;
         };
         occ.last_at = now;
+        let coll = namespace.split_once('.').map_or(namespace, |(_, c)| c).as_bytes();
+        let collection = paths.id(At { path: coll, array: None }).unwrap_or(NONE);
         for (field, h) in equalities {
             let Some(at) = occ.values.get(&h).copied() else { continue };
             let Some(field) = paths.id(At { path: field, array: None }) else { continue };
-            for &path in at.iter().filter(|p| **p != NONE) {
+            for path in at.iter().filter(|s| **s != NO_SLOT).map(|s| occ.paths[usize::from(*s)].path) {
                 let link = occ.links.entry(LinkKey { child, path, field }).or_default();
+                link.collection = collection;
                 link.children += 1;
                 link.latency_us += latency_us;
                 if !link.distinct.contains(&h) && link.distinct.len() < MAX_DISTINCT {
@@ -289,52 +352,112 @@ impl NPlusOne {
 
     /// Opens a parent occurrence for a read that returned several documents.
     fn open_parent(&mut self, key: u64, parent: ShapeId, batch: &RawDocument, at: Micros) {
-        let Self { keyed, paths, clients, scratch, t, parents, evicted, .. } = self;
+        let Self { keyed, paths, clients, scratch, t, parents, .. } = self;
+        let full = parents.len() as u64 >= t.max_patterns * 4;
+        let mut untracked = ParentShape::default();
+        let shape = match parents.get_mut(&parent) {
+            Some(p) => p,
+            None if full => &mut untracked,
+            None => parents.entry(parent).or_default(),
+        };
+        shape.reads += 1;
+        // Which values to index: all of them at first and in one read out of
+        // SAMPLE_EVERY; afterwards only the paths that linked, for a shape that
+        // showed an N+1, and none for a shape that never did.
+        let everything = shape.indexed < INDEX_ALL_FIRST || shape.reads % SAMPLE_EVERY == 0;
+        if !everything && shape.showed == 0 {
+            return;
+        }
+        shape.indexed += 1;
+        let only: Option<Vec<Vec<u8>>> =
+            (!everything).then(|| shape.linked.iter().map(|p| paths.name(*p).as_bytes().to_vec()).collect());
+        let only: Option<Vec<&[u8]>> = only.as_ref().map(|o| o.iter().map(Vec::as_slice).collect());
         let mut occ = Occurrence {
             parent,
             last_at: at,
             values: FxHashMap::default(),
-            path_values: FxHashMap::default(),
+            paths: Vec::new(),
             pairs: 0,
             links: FxHashMap::default(),
             unexplained: FxHashMap::default(),
         };
         let max = t.max_values_per_parent;
+        // The documents of a batch mostly share their layout: the n-th value of one is
+        // usually at the path of the n-th value of the one before, so that path's id is
+        // tried first (a comparison) before the interning map (a hash and a probe).
+        let mut by_position: Vec<u16> = Vec::new();
         for doc in element::elements(batch).filter_map(|d| d.as_document()) {
             scratch.clear();
-            values::walk_links(doc, scratch, &mut |at, e| {
+            let mut position = 0;
+            let f = &mut |at: At<'_>, e: &mongotap_wire::element::Element<'_>| {
                 if occ.pairs >= max {
                     return;
                 }
                 let Some(h) = keyed.link(e) else { return };
-                let Some(path) = paths.id(at) else { return };
-                let slots = occ.values.entry(h).or_insert([NONE; PATHS_PER_VALUE]);
-                if slots.contains(&path) {
+                let cached = by_position
+                    .get(position)
+                    .copied()
+                    .filter(|slot| paths.name(occ.paths[usize::from(*slot)].path).as_bytes() == at.path);
+                let slot = match cached {
+                    Some(slot) => slot,
+                    None => {
+                        let Some(path) = paths.id(at) else { return };
+                        match occ.paths.iter().position(|p| p.path == path) {
+                            Some(i) => i as u16,
+                            None if occ.paths.len() < usize::from(NO_SLOT) => {
+                                occ.paths.push(PathStat { path, refs: 0, distinct: 0 });
+                                (occ.paths.len() - 1) as u16
+                            }
+                            None => return,
+                        }
+                    }
+                };
+                match by_position.get_mut(position) {
+                    Some(s) => *s = slot,
+                    None => by_position.push(slot),
+                }
+                position += 1;
+                occ.paths[usize::from(slot)].refs += 1;
+                let slots = occ.values.entry(h).or_insert([NO_SLOT; PATHS_PER_VALUE]);
+                if slots.contains(&slot) {
                     return;
                 }
-                if let Some(free) = slots.iter_mut().find(|s| **s == NONE) {
-                    *free = path;
+                if let Some(free) = slots.iter_mut().find(|s| **s == NO_SLOT) {
+                    *free = slot;
                     occ.pairs += 1;
-                    *occ.path_values.entry(path).or_default() += 1;
+                    occ.paths[usize::from(slot)].distinct += 1;
                 }
-            });
+            };
+            match &only {
+                None => values::walk_links(doc, scratch, f),
+                Some(only) => values::walk_links_at(doc, only, scratch, f),
+            }
         }
         if occ.values.is_empty() {
             return;
         }
-        if let Some(n) = parents.get_mut(&parent) {
-            *n += 1;
-        } else if (parents.len() as u64) < t.max_patterns * 4 {
-            parents.insert(parent, 1);
-        }
         let Some(client) = clients.get_mut(&key) else { return };
+        // A new read of the same parent shape ends the bursts of the earlier ones that
+        // have children: a page loop has moved on to its next page.
+        let (done, open): (Vec<Occurrence>, Vec<Occurrence>) = std::mem::take(&mut client.open)
+            .into_iter()
+            .partition(|o| o.parent == parent && !o.links.is_empty());
+        client.open = open;
         client.open.push(occ);
+        let conn = client.conn.clone();
+        for old in &done {
+            self.close(old, &conn);
+        }
+        let Some(client) = self.clients.get_mut(&key) else { return };
+        let t = &self.t;
         if client.open.len() as u64 > t.max_open_parents.max(1) {
-            // Let go of the oldest parent without children; if all have some, the oldest.
-            let i = client.open.iter().position(|o| o.links.is_empty()).unwrap_or(0);
+            // Let go of the oldest parent without children; if all have some, the
+            // oldest. Never the one just opened: its children have not come yet.
+            let older = client.open.len() - 1;
+            let i = client.open[..older].iter().position(|o| o.links.is_empty()).unwrap_or(0);
             let old = client.open.remove(i);
             if !old.links.is_empty() {
-                *evicted += 1;
+                self.evicted += 1;
                 let conn = client.conn.clone();
                 self.close(&old, &conn);
             }
@@ -372,13 +495,23 @@ fn read_filter<'a>(cmd: &Command<'a>) -> Option<&'a RawDocument> {
 
 /// Judges one parent occurrence: for each child shape, its best link, if it passes.
 fn evaluate(occ: &Occurrence, t: &Thresholds, paths: &Paths) -> Vec<Contribution> {
+    // Per child shape, its best link: most distinct values, then the best coverage;
+    // on a tie (integer ids often coincide: an order's `_id` 7 and its customerId 7),
+    // a path that names the child's collection (`customerId` for `customers`), then
+    // one that is not the parent's own `_id`.
+    let rank = |k: &LinkKey, l: &Link, coverage: f64| {
+        let path = paths.name(k.path).to_ascii_lowercase();
+        let coll = paths.name(l.collection).to_ascii_lowercase();
+        let stem = coll.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(&coll);
+        (l.distinct.len(), coverage, path.contains(stem), path != "_id", l.children)
+    };
     let mut best: FxHashMap<ShapeId, (LinkKey, &Link, f64)> = FxHashMap::default();
     for (k, l) in &occ.links {
-        let parent_values = occ.path_values.get(&k.path).copied().unwrap_or(0).max(1);
+        let parent_values = occ.path(k.path).map_or(0, |p| p.distinct).max(1);
         let coverage = l.distinct.len() as f64 / parent_values as f64;
         let better = |(bk, bl, bc): &(LinkKey, &Link, f64)| {
-            (l.distinct.len(), coverage, l.children)
-                .partial_cmp(&(bl.distinct.len(), *bc, bl.children))
+            rank(k, l, coverage)
+                .partial_cmp(&rank(bk, bl, *bc))
                 .map(|o| o.then_with(|| paths.name(bk.path).cmp(paths.name(k.path))))
                 .is_some_and(|o| o.is_gt())
         };
@@ -395,7 +528,9 @@ fn evaluate(occ: &Occurrence, t: &Thresholds, paths: &Paths) -> Vec<Contribution
             let unexplained = occ.unexplained.get(&k.child).copied().unwrap_or(0);
             let explained = l.children as f64 / (l.children + unexplained) as f64;
             let distinct = l.distinct.len() as u64;
+            let refs = occ.path(k.path).map_or(0, |p| p.refs);
             (distinct >= t.n_plus_one_min_children
+                && l.children as f64 <= t.n_plus_one_max_per_reference * refs as f64
                 && coverage >= t.n_plus_one_min_coverage
                 && explained >= t.n_plus_one_min_explained)
                 .then_some(Contribution {
@@ -420,6 +555,7 @@ struct Group {
     parents: Vec<(u64, ShapeId)>,
     pattern: Pattern,
     parent_reads: u64,
+    examined: u64,
 }
 
 /// Adds one pattern's figures to another's.
@@ -489,7 +625,7 @@ impl Detector for NPlusOne {
         let parent = (op.docs_returned >= self.t.n_plus_one_min_parent_docs)
             .then(|| v.read_shape())
             .flatten()
-            .zip(v.reply.as_ref().and_then(|r| r.batch()));
+            .zip(v.reply.as_ref().and_then(|r| r.batch_elements()));
         if !self.clients.contains_key(&key) && parent.is_none() {
             return; // The common case: no parent open, none to open.
         }
@@ -498,15 +634,13 @@ impl Detector for NPlusOne {
         if cmd.name != "getMore" {
             if let (Some(Some(child)), Some(filter)) = (v.shape_ids.first(), read_filter(cmd)) {
                 if self.clients.get(&key).is_some_and(|c| !c.open.is_empty()) {
-                    self.link_child(key, *child, filter, op.latency_us.unwrap_or(0), now);
+                    self.link_child(key, (*child, &op.namespace), filter, op.latency_us.unwrap_or(0), now);
                 }
             }
         }
         if let Some((parent, batch)) = parent {
             let replied_at = now + op.latency_us.unwrap_or(0);
-            if let Ok(docs) = RawDocument::from_bytes(batch.as_bytes()) {
-                self.open_parent(key, parent, docs, replied_at);
-            }
+            self.open_parent(key, parent, batch, replied_at);
         }
         if self.clients.get(&key).is_some_and(|c| c.open.is_empty()) {
             self.clients.remove(&key);
@@ -545,14 +679,16 @@ impl Detector for NPlusOne {
         for (k, p) in patterns {
             let Some(parent) = ctx.row(k.parent) else { continue };
             let key = (parent.namespace.clone(), parent.command.clone(), k.child, k.path, k.field);
-            let reads = self.parents.get(&k.parent).copied().unwrap_or(p.occurrences).max(p.occurrences);
+            let shape = self.parents.get(&k.parent).cloned().unwrap_or_default();
             let g = groups.entry(key).or_default();
             g.parents.push((parent.count, k.parent));
             absorb(&mut g.pattern, &p);
-            g.parent_reads += reads;
+            g.parent_reads += shape.reads.max(p.occurrences);
+            g.examined += shape.indexed.max(p.occurrences);
         }
         let mut out = Vec::new();
-        for ((_, _, child, path, field), Group { mut parents, pattern: p, parent_reads }) in groups {
+        for ((_, _, child, path, field), Group { mut parents, pattern: p, parent_reads, examined }) in groups
+        {
             parents.sort_by(|a, b| b.cmp(a));
             let k = PatternKey { parent: parents[0].1, child, path, field };
             let (Some(parent), Some(child)) = (ctx.row(k.parent), ctx.row(k.child)) else { continue };
@@ -609,7 +745,7 @@ impl Detector for NPlusOne {
                 cf = field,
                 pf = path,
                 occ = p.occurrences,
-                reads = parent_reads,
+                reads = examined,
                 cost = cost_per_parent,
                 rtt = t.assumed_rtt_ms,
                 pcoll = collection(&parent.namespace),
@@ -618,7 +754,7 @@ impl Detector for NPlusOne {
                 "count": p.children,
                 "parent": {
                     "shape_id": parent.shape_id, "command": parent.command, "shape": parent.shape,
-                    "count": parent.count, "multi_document_reads": parent_reads,
+                    "count": parent.count, "multi_document_reads": parent_reads, "examined_reads": examined,
                     "other_shape_ids": shapes[1..shapes.len() - 1].iter().map(|s| crate::shape::hex(*s)).collect::<Vec<_>>(),
                 },
                 "child": {
@@ -627,7 +763,7 @@ impl Detector for NPlusOne {
                     "fields_read": fields,
                 },
                 "occurrences": p.occurrences,
-                "occurrence_share": (p.occurrences as f64 / parent_reads as f64 * 1000.0).round() / 1000.0,
+                "occurrence_share": (p.occurrences as f64 / examined as f64 * 1000.0).round() / 1000.0,
                 "typical_n": typical,
                 "max_n": p.max_n,
                 "distinct_values_per_parent": (p.distinct as f64 / p.occurrences as f64 * 10.0).round() / 10.0,
@@ -645,6 +781,7 @@ impl Detector for NPlusOne {
                     "n_plus_one_min_children": t.n_plus_one_min_children,
                     "n_plus_one_min_coverage": t.n_plus_one_min_coverage,
                     "n_plus_one_min_explained": t.n_plus_one_min_explained,
+                    "n_plus_one_max_per_reference": t.n_plus_one_max_per_reference,
                 },
             });
             out.push(
@@ -959,6 +1096,85 @@ mod tests {
             .find(|r| r.command == "find" && r.namespace == "blog.posts")
             .unwrap();
         assert_eq!(n[0].shape_ids[0], find.shape_id, "the getMore's children belong to the find's shape");
+    }
+
+    #[test]
+    fn when_integer_ids_coincide_the_link_is_the_field_named_after_the_child() {
+        // Orders 1..=12 of customers 1..=12: `_id` and `customerId` hold the same values.
+        let mut s = Script::new();
+        let shop = s.connect("10.0.0.7:50001", "shop", "nodejs 6.20.0");
+        for _ in 0..2 {
+            let orders: Vec<Document> = (1..=12).map(|i| doc! {"_id": i, "customerId": 13 - i}).collect();
+            s.find(shop, "shop.orders", doc! {}, orders);
+            for i in 1..=12 {
+                s.find_one(shop, "shop.customers", doc! {"_id": 13 - i}, Some(doc! {"_id": 13 - i}));
+            }
+        }
+        let f = s.run().findings();
+        let n = of_kind(&f, "n_plus_one");
+        assert_eq!(n.len(), 1, "{f:#?}");
+        assert_eq!(n[0].extra["link"]["parent_field"], "customerId");
+    }
+
+    #[test]
+    fn a_loop_that_asks_far_more_than_the_parent_references_is_not_its_child() {
+        // A dashboard returns 20 customers; then another loop reads customers 15 times
+        // over, values that merely coincide with the dashboard's.
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "nodejs 6.20.0");
+        s.find(c, "shop.orders", doc! {}, (0..20).map(|i| doc! {"_id": 100 + i, "customerId": i}).collect());
+        for k in 0..300 {
+            s.find_one(c, "shop.customers", doc! {"_id": k % 20}, Some(doc! {"_id": k % 20}));
+        }
+        let f = s.run().findings();
+        assert!(of_kind(&f, "n_plus_one").is_empty(), "{f:#?}");
+    }
+
+    #[test]
+    fn after_learning_its_link_every_page_is_still_counted_and_quiet_shapes_are_sampled() {
+        let mut s = Script::new();
+        let web = s.connect("10.0.0.7:50001", "blog", "PyMongo 4.20.1");
+        let authors = users(12);
+        for _ in 0..80 {
+            blog_page(&mut s, &[web], &page(20, &authors));
+            // A list no one follows up on.
+            s.find(web, "blog.tags", doc! {}, (0..5).map(|i| doc! {"_id": i, "n": i}).collect());
+            s.wait_ms(1_200);
+        }
+        let f = s.run().findings();
+        let n = of_kind(&f, "n_plus_one");
+        assert_eq!(n.len(), 1, "{f:#?}");
+        assert_eq!(
+            (n[0].evidence["occurrences"].as_u64(), n[0].evidence["typical_n"].as_u64()),
+            (Some(80), Some(20))
+        );
+        assert_eq!(
+            n[0].evidence["parent"]["examined_reads"], 80,
+            "a shape that showed an N+1 is examined every time"
+        );
+    }
+
+    #[test]
+    fn a_new_parent_is_never_the_one_let_go() {
+        // Eight parents of other shapes with children are open when the page comes:
+        // the page must stay open for its own children.
+        let mut s = Script::new();
+        let web = s.connect("10.0.0.7:50001", "blog", "PyMongo 4.20.1");
+        for k in 0..8 {
+            let ids: Vec<i64> = (0..6).map(|i| 1000 * (k + 1) + i).collect();
+            let ns = format!("blog.list{k}");
+            s.find(web, &ns, doc! {}, ids.iter().map(|i| doc! {"_id": i, "ref": i + 1}).collect());
+            s.find_one(web, "blog.things", doc! {"_id": ids[0] + 1}, None);
+        }
+        let authors = users(12);
+        blog_page(&mut s, &[web], &page(20, &authors));
+        let f = s.run().findings();
+        let n = of_kind(&f, "n_plus_one");
+        assert_eq!(n.len(), 1, "{f:#?}");
+        assert_eq!(
+            (n[0].namespace.as_str(), &n[0].evidence["max_n"]),
+            ("blog.posts", &serde_json::json!(20))
+        );
     }
 
     #[test]

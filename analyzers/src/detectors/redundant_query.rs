@@ -26,23 +26,27 @@ use crate::operation::ConnInfo;
 use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
-/// The parts of a read that decide its answer; the envelope (session, cluster
-/// time, read concern) does not.
-const QUERY_FIELDS: &[&[u8]] = &[
-    b"filter",
-    b"query",
-    b"key",
-    b"pipeline",
-    b"projection",
-    b"fields",
-    b"sort",
-    b"skip",
-    b"limit",
-    b"let",
-    b"collation",
-    b"hint",
-    b"singleBatch",
-];
+/// Whether a field of a read decides its answer; the envelope (session, cluster
+/// time, read concern) does not. (A `match`, not a list scan: it runs for every
+/// field of every read.)
+fn decides_answer(key: &[u8]) -> bool {
+    matches!(
+        key,
+        b"filter"
+            | b"query"
+            | b"key"
+            | b"pipeline"
+            | b"projection"
+            | b"fields"
+            | b"sort"
+            | b"skip"
+            | b"limit"
+            | b"let"
+            | b"collation"
+            | b"hint"
+            | b"singleBatch"
+    )
+}
 
 /// Apps and drivers named per finding.
 const MAX_NAMES: usize = 8;
@@ -51,6 +55,8 @@ const MAX_NAMES: usize = 8;
 struct Window {
     /// (value hash, when).
     reads: VecDeque<(u64, Micros)>,
+    /// Distinct values among `reads`, kept as reads come and go.
+    distinct: usize,
     namespace: u64,
     in_burst: bool,
 }
@@ -112,11 +118,12 @@ impl RedundantQuery {
         s.reads += reads;
         s.latency_us += latency_us;
         s.last_at = at;
-        if distinct > 0 {
-            s.bursts += 1;
-            if s.distinct.len() < 256 {
-                s.distinct.push(distinct);
-            }
+        if distinct == 0 {
+            return; // A burst going on: its client was named when it began.
+        }
+        s.bursts += 1;
+        if s.distinct.len() < 256 {
+            s.distinct.push(distinct);
         }
         let app = conn.app_name.as_deref().unwrap_or("(no app name)");
         if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
@@ -162,7 +169,7 @@ impl Detector for RedundantQuery {
         }
         let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
         let mut h = self.keyed.hasher();
-        for e in element::elements(cmd.body).filter(|e| QUERY_FIELDS.contains(&e.key)) {
+        for e in element::elements(cmd.body).filter(|e| decides_answer(e.key)) {
             h.write(e.key);
             h.write_u8(e.kind);
             h.write(e.value);
@@ -190,29 +197,32 @@ impl Detector for RedundantQuery {
         };
         if stale || written {
             w.reads.clear();
+            w.distinct = 0;
             w.in_burst = false;
+        }
+        if !w.reads.iter().any(|(h, _)| *h == value) {
+            w.distinct += 1;
         }
         w.reads.push_back((value, now));
         if w.reads.len() > k {
-            w.reads.pop_front();
+            if let Some((gone, _)) = w.reads.pop_front() {
+                if !w.reads.iter().any(|(h, _)| *h == gone) {
+                    w.distinct -= 1;
+                }
+            }
         }
         if w.reads.len() < k {
             return;
         }
-        let mut seen: Vec<u64> = Vec::with_capacity(k);
-        for (h, _) in &w.reads {
-            if !seen.contains(h) {
-                seen.push(*h);
-            }
-        }
-        let redundant = seen.len() as u64 <= self.t.redundant_max_distinct;
+        let distinct = w.distinct;
+        let redundant = distinct as u64 <= self.t.redundant_max_distinct;
         let latency = op.latency_us.unwrap_or(0);
         match (redundant, w.in_burst) {
             (true, false) => {
                 // The window's reads were all part of it.
                 w.in_burst = true;
                 let n = w.reads.len() as u64;
-                self.note(shape, &op.conn, n, seen.len() as u64, latency * n, now);
+                self.note(shape, &op.conn, n, distinct as u64, latency * n, now);
             }
             (true, true) => self.note(shape, &op.conn, 1, 0, latency, now),
             (false, _) => w.in_burst = false,

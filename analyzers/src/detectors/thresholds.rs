@@ -24,6 +24,8 @@ pub struct Thresholds {
     pub n_plus_one_min_coverage: f64,
     /// N+1: share of the client's child-shaped reads in the burst whose value the parent returned.
     pub n_plus_one_min_explained: f64,
+    /// N+1: child queries per reference in the parent, at most.
+    pub n_plus_one_max_per_reference: f64,
     /// N+1: a parent stays open while its children come at most this far apart, in ms.
     pub n_plus_one_link_gap_ms: u64,
     /// N+1: a typical N at or above this is high severity.
@@ -67,6 +69,7 @@ impl Default for Thresholds {
             n_plus_one_min_children: 5,
             n_plus_one_min_coverage: 0.5,
             n_plus_one_min_explained: 0.8,
+            n_plus_one_max_per_reference: 2.0,
             n_plus_one_link_gap_ms: 1000,
             n_plus_one_high_children: 10,
             n_plus_one_high_cost_ms: 50.0,
@@ -123,6 +126,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         key: "n_plus_one_min_explained",
         meaning: "share of the client's reads of the child shape during the burst whose value came from the parent",
         source: "ours: keeps concurrent, unrelated reads of the same shape out (Sentry's misses with interleaved and concurrent spans, getsentry/sentry#93090, PR #49805)",
+    },
+    ThresholdDoc {
+        key: "n_plus_one_max_per_reference",
+        meaning: "child queries per reference (a value at the link path, repeats counted) in the parent, at most",
+        source: "ours: an N+1 sends one query per reference (fewer with an ODM's identity map); far more means another loop asks for values that merely coincide",
     },
     ThresholdDoc {
         key: "n_plus_one_link_gap_ms",

@@ -103,51 +103,70 @@ pub struct At<'p> {
 /// [`Keyed::link`]), with where it sits. A DBRef's id is `author.$id`; other
 /// `$`-keys (`$ref`, `$db`) are not links. `path` is scratch space, left as given.
 pub fn walk_links(doc: &RawDocument, path: &mut Vec<u8>, f: &mut dyn FnMut(At<'_>, &Element<'_>)) {
-    walk(doc, path, None, 0, f)
+    Walk { only: None, f }.doc(doc, path, None, 0)
 }
 
-fn walk(
+/// [`walk_links`], but only for the values at the paths in `only`: the walk does not
+/// go into a sub-document or array that leads to none of them.
+pub fn walk_links_at(
     doc: &RawDocument,
+    only: &[&[u8]],
     path: &mut Vec<u8>,
-    array: Option<usize>,
-    depth: usize,
     f: &mut dyn FnMut(At<'_>, &Element<'_>),
 ) {
-    for e in element::elements(doc) {
-        if e.key.first() == Some(&b'$') && e.key != b"$id" {
-            continue;
-        }
-        let base = path.len();
-        if base > 0 {
-            path.push(b'.');
-        }
-        path.extend_from_slice(e.key);
-        value(e, path, array, depth, f);
-        path.truncate(base);
-    }
+    Walk { only: Some(only), f }.doc(doc, path, None, 0)
 }
 
-fn value(
-    e: Element<'_>,
-    path: &mut Vec<u8>,
-    array: Option<usize>,
-    depth: usize,
-    f: &mut dyn FnMut(At<'_>, &Element<'_>),
-) {
-    match e.kind {
-        0x03 if depth < MAX_DEPTH => {
-            if let Some(d) = e.as_document() {
-                walk(d, path, array, depth + 1, f);
+struct Walk<'w, 'f> {
+    only: Option<&'w [&'w [u8]]>,
+    f: &'w mut (dyn FnMut(At<'_>, &Element<'_>) + 'f),
+}
+
+impl Walk<'_, '_> {
+    /// Whether `path` is one of the wanted paths or leads to one.
+    fn wanted(&self, path: &[u8]) -> bool {
+        self.only.is_none_or(|only| {
+            only.iter().any(|w| w.starts_with(path) && (w.len() == path.len() || w[path.len()] == b'.'))
+        })
+    }
+
+    fn doc(&mut self, doc: &RawDocument, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
+        for e in element::elements(doc) {
+            if e.key.first() == Some(&b'$') && e.key != b"$id" {
+                continue;
+            }
+            let base = path.len();
+            if base > 0 {
+                path.push(b'.');
+            }
+            path.extend_from_slice(e.key);
+            if self.wanted(path) {
+                self.value(e, path, array, depth);
+            }
+            path.truncate(base);
+        }
+    }
+
+    fn value(&mut self, e: Element<'_>, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
+        match e.kind {
+            0x03 if depth < MAX_DEPTH => {
+                if let Some(d) = e.as_document() {
+                    self.doc(d, path, array, depth + 1);
+                }
+            }
+            0x04 if depth < MAX_DEPTH => {
+                let array = array.or(Some(path.len()));
+                for item in e.as_array().into_iter().flat_map(element::elements) {
+                    self.value(item, path, array, depth + 1);
+                }
+            }
+            0x03 | 0x04 => {}
+            _ => {
+                if self.only.is_none_or(|only| only.contains(&&path[..])) {
+                    (self.f)(At { path, array }, &e)
+                }
             }
         }
-        0x04 if depth < MAX_DEPTH => {
-            let array = array.or(Some(path.len()));
-            for item in e.as_array().into_iter().flat_map(element::elements) {
-                value(item, path, array, depth + 1, f);
-            }
-        }
-        0x03 | 0x04 => {}
-        _ => f(At { path, array }, &e),
     }
 }
 
@@ -251,6 +270,12 @@ mod tests {
             arrays.push(at.array)
         });
         assert_eq!(arrays, [None, Some(5), Some(1)]);
+        let mut only = Vec::new();
+        let d = raw(doc! {"a": 1, "items": [{"p": 1, "q": 2}], "item": 3, "m": {"x": {"p": 4}}});
+        walk_links_at(&d, &[b"items.p", b"m.x.p"], &mut Vec::new(), &mut |at, _| {
+            only.push(String::from_utf8_lossy(at.path).into_owned())
+        });
+        assert_eq!(only, ["items.p", "m.x.p"]);
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! Analysis throughput and memory: the whole pipeline (decode, pairing, shapes,
-//! table) fed from memory as fast as it takes it, on one thread.
+//! table, every detector) fed from memory as fast as it takes it, on one thread.
 //!
 //! - throughput: the Rust driver's captured orders workload (wire/tests/fixtures/
 //!   rust.stream, a realistic mix) plus the load generator's find/reply pairs,
-//!   replayed until OPS operations; prints operations (request + reply) per second.
+//!   replayed until OPS operations; prints operations (request + reply) per second,
+//!   with every detector and with none (what the detectors cost), and on a blog
+//!   whose every page is an N+1 (the detectors' busiest case).
 //! - memory: peak RSS after 10,000 distinct shapes spread over 1,000 connections, and
 //!   RSS after 1M and after 10M operations (bounded state: the two must match).
 //!
-//! Usage: analysis [OPS] (default 2,000,000)
+//! Usage: analysis [OPS] [--throughput-only] (default 2,000,000; the flag skips the
+//! memory runs, for instruction counts under `valgrind --tool=callgrind`)
 
 use std::time::Instant;
 
 use bson::doc;
 use bytes::Bytes;
+use mongotap_analyzers::detectors::Detectors;
 use mongotap_analyzers::event::{Direction, TapEvent};
 use mongotap_analyzers::pipeline::Pipeline;
 use mongotap_bench::{find_reply, find_request};
@@ -48,17 +52,57 @@ fn corpus() -> Vec<(Direction, Frame)> {
     out
 }
 
+/// A blog whose every page is an N+1: 20 posts, then each post's author, one query
+/// each, from a client with four pooled connections. Ids are numbers so every round
+/// of the corpus repeats the same values (which also makes the author reads redundant).
+fn n_plus_one_corpus() -> Vec<TapEvent> {
+    use mongotap_analyzers::script::Script;
+    let mut s = Script::new();
+    let pool: Vec<u64> =
+        (0..4).map(|i| s.connect(&format!("10.0.0.7:{}", 5000 + i), "blog", "PyMongo 4.20.1")).collect();
+    for page in 0..50i64 {
+        let posts: Vec<bson::Document> = (0..20)
+            .map(|i| doc! {"_id": page * 20 + i, "authorId": (page * 7 + i * 3) % 40, "title": "a title", "tags": ["x", "y"]})
+            .collect();
+        s.find(pool[0], "blog.posts", doc! {"status": "published"}, posts.clone());
+        for (i, p) in posts.iter().enumerate() {
+            let a = p.get_i64("authorId").unwrap();
+            s.find_one(pool[i % 4], "blog.users", doc! {"_id": a}, Some(doc! {"_id": a, "name": "someone"}));
+        }
+        s.wait_ms(1_500);
+    }
+    s.events().iter().filter(|e| matches!(e, TapEvent::Message { .. })).cloned().collect()
+}
+
 /// Feeds the corpus round and round until `ops` operations; returns the wall-clock and
 /// CPU seconds taken. CPU time is the steadier measure on a shared machine: time spent
 /// waiting for a core does not count.
 fn run(p: &mut Pipeline, corpus: &[(Direction, Frame)], ops: u64) -> (f64, f64) {
+    let events: Vec<TapEvent> = corpus
+        .iter()
+        .map(|(dir, frame)| TapEvent::Message { conn: 1, dir: *dir, at: 0, frame: frame.clone() })
+        .collect();
+    run_events(p, &events, ops)
+}
+
+fn run_events(p: &mut Pipeline, events: &[TapEvent], ops: u64) -> (f64, f64) {
     let start = Instant::now();
     let cpu = cpu_seconds();
     let mut t = 1_000_000u64;
+    let mut round = 0u64;
     while p.operations() < ops {
-        for (dir, frame) in corpus {
+        round += 1;
+        for ev in events {
             t += 10;
-            p.feed(TapEvent::Message { conn: 1, dir: *dir, at: t, frame: frame.clone() });
+            p.feed(match ev {
+                TapEvent::Message { conn, dir, frame, .. } => {
+                    TapEvent::Message { conn: *conn, dir: *dir, at: t, frame: frame.clone() }
+                }
+                other => other.clone(),
+            });
+        }
+        if round % 16 == 0 {
+            p.expire(t);
         }
     }
     (start.elapsed().as_secs_f64(), cpu_seconds() - cpu)
@@ -77,17 +121,70 @@ fn main() {
 
     let mut p = Pipeline::default();
     run(&mut p, &corpus, 100_000); // warm up
-    let mut p = Pipeline::default();
-    let (wall, cpu) = run(&mut p, &corpus, ops);
-    let done = p.operations();
+                                   // Interleaved, so both see the same machine: every detector, then none, twice.
+    let mut rates = [Vec::new(), Vec::new()];
+    let mut last = None;
+    let mut found: Vec<String> = Vec::new();
+    for _ in 0..2 {
+        for (i, detectors) in [Detectors::default(), Detectors::none()].into_iter().enumerate() {
+            let mut p = Pipeline::with_detectors(Default::default(), Default::default(), detectors);
+            let (wall, cpu) = run(&mut p, &corpus, ops / 2);
+            rates[i].push((p.operations() as f64 / cpu, p.operations() as f64 / wall));
+            assert_eq!(p.exchange_stats().parse_errors, 0);
+            assert_eq!(p.exchange_stats().unpaired_replies, 0);
+            if i == 0 {
+                last = Some((
+                    p.operations(),
+                    p.exchange_stats().requests + p.exchange_stats().replies,
+                    cpu,
+                    wall,
+                ));
+                found = p.findings().iter().map(|f| format!("{} on {}", f.kind, f.namespace)).collect();
+                if std::env::var_os("DUMP").is_some() {
+                    for f in p.findings() {
+                        eprintln!(
+                            "{} {:?} {:?} {}",
+                            f.kind,
+                            f.extra.get("link"),
+                            f.extra.get("child_namespace"),
+                            f.evidence
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let (done, msgs, cpu, wall) = last.expect("ran");
+    let best = |v: &Vec<(f64, f64)>| v.iter().map(|r| r.0).fold(0.0, f64::max);
     println!(
-        "analysis throughput: {done} operations ({} messages, corpus of {messages}) in {cpu:.2} s of CPU = {:.0} operations/s on one core ({:.0} per wall-clock second)",
-        p.exchange_stats().requests + p.exchange_stats().replies,
+        "analysis throughput, every detector on: {done} operations ({msgs} messages, corpus of {messages}) in {cpu:.2} s of CPU = {:.0} operations/s on one core ({:.0} per wall-clock second); best of 2: {:.0}",
         done as f64 / cpu,
-        done as f64 / wall
+        done as f64 / wall,
+        best(&rates[0]),
     );
-    assert_eq!(p.exchange_stats().parse_errors, 0);
-    assert_eq!(p.exchange_stats().unpaired_replies, 0);
+    println!(
+        "detectors' cost: {:.0} operations/s with every detector, {:.0} with none (best of 2 each, interleaved) -> {:.0}% of the analysis",
+        best(&rates[0]),
+        best(&rates[1]),
+        100.0 * (1.0 - best(&rates[0]) / best(&rates[1]))
+    );
+    println!(
+        "findings on the replayed corpus: {}",
+        if found.is_empty() { "none".into() } else { found.join(", ") }
+    );
+    let blog = n_plus_one_corpus();
+    let mut p = Pipeline::default();
+    let (_, cpu) = run_events(&mut p, &blog, ops / 4);
+    let findings = p.findings();
+    println!(
+        "N+1-heavy corpus (a blog page of 20 posts, then one author query per post, over a pool of 4): {:.0} operations/s on one core; findings: {}",
+        p.operations() as f64 / cpu,
+        findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>().join(", ")
+    );
+
+    if std::env::args().nth(2).as_deref() == Some("--throughput-only") {
+        return;
+    }
 
     // Memory: 10,000 distinct shapes over 1,000 connections.
     let before = rss_kib("VmRSS:");
