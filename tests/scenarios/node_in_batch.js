@@ -1,0 +1,14 @@
+// N10: P5's orders page done right: the page's customers are loaded with one find({_id: {$in: ids}}).
+// mongotap should report nothing (no n_plus_one, no redundant_query).
+'use strict';
+const { check, runShop } = require('./common');
+
+runShop(async (db) => {
+  for (let page = 0; page < 10; page++) {
+    const recent = await db.collection('orders').find().sort({ createdAt: -1 }).skip(page * 4).limit(20).toArray();
+    const ids = [...new Set(recent.map((o) => o.customerId))];
+    const found = await db.collection('customers').find({ _id: { $in: ids } }).toArray();
+    check(found.length === ids.length, 'a customer is missing');
+  }
+  return '10 pages, one $in batch each';
+});

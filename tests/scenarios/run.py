@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Runs the labelled end-to-end scenarios through mongotap and scores its findings.
+
+    .venv/bin/python tests/scenarios/run.py [--mongotap target/debug/mongotap] [--only NAME,...]
+        [--keep DIR] [--scored n_plus_one,redundant_query,lookup_chain] [--verbose]
+
+Starts one SecantusDB (in memory) on a free port; then, for each scenario of scenarios.json, a fresh
+`mongotap proxy --admin off --report-json` on a free port, runs the scenario's client through it
+(appName=<scenario name>, database <scenario name>), stops mongotap with SIGTERM and scores its
+final report against the scenario's expected findings:
+
+  - only findings whose kind is in --scored count;
+  - a finding matches an expected item when kind and namespace are equal and, where the expected
+    item gives them, child_namespace, link (parent_field, child_field) and lookups are equal;
+  - matched = TP, expected but not reported = FN, reported but not expected = FP.
+
+Exits 1 if any scenario has an FP or FN or failed to run, 0 otherwise. Standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DEFAULT_SCORED = "n_plus_one,redundant_query,lookup_chain"
+CLIENT_TIMEOUT = 120
+
+started = []  # every process this runner started, for cleanup
+
+
+class ScenarioError(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ScenarioError(f"{what} exited with code {proc.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ScenarioError(f"{what} is not listening on port {port} after {timeout:.0f} s")
+
+
+def start(argv, log_path, **kw):
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, **kw)
+    log.close()
+    started.append(proc)
+    return proc
+
+
+def stop(proc, sig=signal.SIGTERM, grace=20.0):
+    """Signals the process group this runner created for proc, waits, kills it if needed.
+    Returns the exit code and whether it exited within the grace period."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return proc.returncode, False
+    # the group may still hold children of proc
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return proc.returncode, True
+
+
+def cleanup():
+    for proc in reversed(started):
+        stop(proc, grace=5.0)
+    started.clear()
+
+
+def tail(path, lines=40):
+    try:
+        text = Path(path).read_text(errors="replace").rstrip("\n").splitlines()
+    except OSError:
+        return "    (no output)"
+    cut = text[-lines:]
+    prefix = [f"    ... ({len(text) - len(cut)} earlier lines in {path})"] if len(text) > len(cut) else []
+    return "\n".join(prefix + ["    " + line for line in cut]) or "    (no output)"
+
+
+def tools():
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    return {
+        "python": str(venv_python if venv_python.exists() else Path(sys.executable)),
+        "node": shutil.which("node") or "node",
+        "mongosh": str(ROOT / "tests" / "node" / "node_modules" / ".bin" / "mongosh"),
+    }
+
+
+def substitute(value, mapping):
+    if isinstance(value, str):
+        for key, repl in mapping.items():
+            value = value.replace("{" + key + "}", repl)
+        return value
+    if isinstance(value, list):
+        return [substitute(v, mapping) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, mapping) for k, v in value.items()}
+    return value
+
+
+def matches(expected, finding):
+    if finding.get("kind") != expected["kind"] or finding.get("namespace") != expected["namespace"]:
+        return False
+    if "child_namespace" in expected and finding.get("child_namespace") != expected["child_namespace"]:
+        return False
+    if "link" in expected:
+        link = finding.get("link")
+        if not isinstance(link, dict) or any(link.get(k) != v for k, v in expected["link"].items()):
+            return False
+    if "lookups" in expected and finding.get("lookups") != expected["lookups"]:
+        return False
+    return True
+
+
+def score(expect, findings, scored):
+    """(tp, fp, fn) as lists of expected items / findings."""
+    pool = [f for f in findings if f.get("kind") in scored]
+    tp, fn = [], []
+    for item in expect:
+        hit = next((f for f in pool if matches(item, f)), None)
+        if hit is None:
+            fn.append(item)
+        else:
+            pool.remove(hit)
+            tp.append(item)
+    return tp, pool, fn
+
+
+def describe(item):
+    text = f"{item.get('kind')} {item.get('namespace')}"
+    if item.get("child_namespace") is not None or item.get("link") is not None:
+        link = item.get("link") or {}
+        text += f" -> {item.get('child_namespace')} ({link.get('parent_field')} -> {link.get('child_field')})"
+    if item.get("lookups") is not None:
+        text += f" lookups {item.get('lookups')}"
+    return text
+
+
+def run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths):
+    name = scenario["name"]
+    port = free_port()
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&appName={name}"
+    mapping = {"uri": uri, "db": name, **tool_paths}
+    report = workdir / f"{name}.report.json"
+    report.unlink(missing_ok=True)
+    proxy = start([str(args.mongotap), "proxy", "--listen", f"127.0.0.1:{port}",
+                   "--upstream", f"127.0.0.1:{upstream_port}", "--admin", "off", "--report-json", str(report)],
+                  workdir / f"{name}.mongotap.log", cwd=ROOT)
+    client = None
+    try:
+        wait_listening(port, proxy, "mongotap")
+        client_log = workdir / f"{name}.client.log"
+        env = dict(os.environ, MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING="1")
+        client = start(substitute(scenario["argv"], mapping), client_log, cwd=ROOT, env=env)
+        try:
+            code = client.wait(CLIENT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            stop(client, signal.SIGKILL)
+            raise ScenarioError(f"client timed out after {CLIENT_TIMEOUT} s; its output:\n{tail(client_log)}")
+        if code != 0:
+            raise ScenarioError(f"client exited with code {code}; its output:\n{tail(client_log)}")
+        if upstream.poll() is not None:
+            raise ScenarioError(f"SecantusDB exited with code {upstream.returncode}")
+        out = client_log.read_text(errors="replace").strip().splitlines()
+        summary = out[-1] if out else ""
+    finally:
+        if client is not None:
+            stop(client, signal.SIGKILL, grace=5.0)
+            started.remove(client)
+        code, in_time = stop(proxy)
+        started.remove(proxy)
+    if not in_time:
+        raise ScenarioError(f"mongotap did not exit within 20 s of SIGTERM; its log:\n"
+                            f"{tail(workdir / f'{name}.mongotap.log')}")
+    if code != 0:
+        raise ScenarioError(f"mongotap exited with code {code}; its log:\n{tail(workdir / f'{name}.mongotap.log')}")
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"cannot read the report {report}: {e}")
+    findings = data.get("findings")
+    if not isinstance(findings, list):
+        raise ScenarioError(f"the report {report} has no findings array")
+    return findings, summary
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mongotap", type=Path, default=ROOT / "target" / "debug" / "mongotap")
+    parser.add_argument("--only", help="comma-separated scenario names")
+    parser.add_argument("--keep", type=Path, help="keep reports and logs in this directory")
+    parser.add_argument("--scored", default=DEFAULT_SCORED, help=f"finding kinds that count (default {DEFAULT_SCORED})")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also print each client's last output line")
+    args = parser.parse_args()
+    args.mongotap = args.mongotap.resolve()
+    if not args.mongotap.exists():
+        sys.exit(f"no mongotap binary at {args.mongotap} (build it, or pass --mongotap)")
+    scored = {k.strip() for k in args.scored.split(",") if k.strip()}
+    scenarios = json.loads((HERE / "scenarios.json").read_text())
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(wanted) - {s["name"] for s in scenarios})
+        if unknown:
+            sys.exit(f"unknown scenario(s): {', '.join(unknown)}")
+        scenarios = [s for s in scenarios if s["name"] in wanted]
+    tool_paths = tools()
+    secantusd = ROOT / ".venv" / "bin" / "secantusd-py"
+    if not secantusd.exists():
+        sys.exit(f"no {secantusd}: run scripts/setup.sh first")
+    if any(s["client"] in ("node", "mongoose", "mongosh") for s in scenarios) and not shutil.which("node"):
+        sys.exit("node is not installed")
+
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        workdir = args.keep.resolve()
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="mongotap-scenarios-"))
+
+    rows, failures = [], 0
+    t_start = time.monotonic()
+    try:
+        upstream_port = free_port()
+        upstream = start([str(secantusd), "--host", "127.0.0.1", "--port", str(upstream_port), "--storage-path",
+                          ":memory:", "--standalone", "--log-level", "WARNING"], workdir / "secantusdb.log", cwd=ROOT)
+        try:
+            wait_listening(upstream_port, upstream, "SecantusDB", timeout=30)
+        except ScenarioError as e:
+            sys.exit(f"{e}; its log:\n{tail(workdir / 'secantusdb.log')}")
+        print(f"SecantusDB on 127.0.0.1:{upstream_port}, mongotap {args.mongotap}, scored: {', '.join(sorted(scored))}")
+        width = max(len(s["name"]) for s in scenarios) if scenarios else 10
+        for scenario in scenarios:
+            name, client = scenario["name"], scenario["client"]
+            expect = substitute(scenario["expect"], {"db": name})
+            t0 = time.monotonic()
+            try:
+                findings, summary = run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths)
+            except ScenarioError as e:
+                failures += 1
+                rows.append((scenario, None))
+                print(f"ERROR {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  {e}", flush=True)
+                continue
+            tp, fp, fn = score(expect, findings, scored)
+            rows.append((scenario, (tp, fp, fn)))
+            verdict = "ok  " if not fp and not fn else "FAIL"
+            print(f"{verdict}  {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  "
+                  f"TP {len(tp)} FP {len(fp)} FN {len(fn)}", flush=True)
+            for item in fn:
+                print(f"        FN {describe(item)}")
+            for item in fp:
+                print(f"        FP {describe(item)}")
+            if args.verbose and summary:
+                print(f"        client: {summary}")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        cleanup()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    scoredrows = [r for _, r in rows if r is not None]
+    tp = sum(len(r[0]) for r in scoredrows)
+    fp = sum(len(r[1]) for r in scoredrows)
+    fn = sum(len(r[2]) for r in scoredrows)
+
+    def ratio(a, b):
+        return f"{a / b:.3f}" if b else "n/a"
+
+    print()
+    print(f"{len(rows)} scenarios in {time.monotonic() - t_start:.1f} s: {failures} failed to run; "
+          f"TP {tp}  FP {fp}  FN {fn}  precision {ratio(tp, tp + fp)}  recall {ratio(tp, tp + fn)}")
+    kinds = sorted(scored | {i["kind"] for r in scoredrows for part in r for i in part})
+    for kind in kinds:
+        k_tp, k_fp, k_fn = (sum(1 for r in scoredrows for i in r[n] if i.get("kind") == kind) for n in range(3))
+        print(f"  {kind:<16} TP {k_tp}  FP {k_fp}  FN {k_fn}  precision {ratio(k_tp, k_tp + k_fp)}  "
+              f"recall {ratio(k_tp, k_tp + k_fn)}")
+    clients = sorted({s["client"] for s, _ in rows})
+    print("  per client (scenarios clean / total):")
+    for client in clients:
+        mine = [(s, r) for s, r in rows if s["client"] == client]
+        pos = [(s, r) for s, r in mine if s["expect"]]
+        neg = [(s, r) for s, r in mine if not s["expect"]]
+        clean = lambda group: sum(1 for _, r in group if r is not None and not r[1] and not r[2])  # noqa: E731
+        print(f"    {client:<12} positives {clean(pos)}/{len(pos)}  negatives {clean(neg)}/{len(neg)}")
+    if args.keep:
+        print(f"reports and logs kept in {workdir}")
+    return 1 if failures or fp or fn else 0
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, interrupted)  # even where SIGINT was ignored (a background job)
+    signal.signal(signal.SIGTERM, interrupted)  # clean up on SIGTERM as on Ctrl-C
+    sys.exit(main())
