@@ -16,6 +16,8 @@ use mongodb::bson::{doc, Document};
 use mongodb::options::{ClientOptions, FindOptions};
 use mongodb::Client;
 
+use futures_util::TryStreamExt;
+
 const CUSTOMERS: i64 = 20;
 const ORDERS: i64 = 100;
 
@@ -61,6 +63,17 @@ async fn main() -> mongodb::error::Result<()> {
             )
             .await?;
     }
+    // Recent orders page: medium. The 20 newest orders, then each one's customer
+    // name, one query per order: N+1 round trips where one $in would do.
+    let recent = FindOptions::builder().sort(doc! {"orderDate": -1}).limit(20).build();
+    for _ in 0..10 {
+        let page: Vec<Document> =
+            orders.find(doc! {}).with_options(recent.clone()).await?.try_collect().await?;
+        for order in &page {
+            let cid = order.get_i64("customerId").expect("customerId");
+            customers.find_one(doc! {"_id": cid}).projection(doc! {"name": 1}).await?;
+        }
+    }
     // Customer order history: medium. Recent first, ten at a time.
     let history = FindOptions::builder().sort(doc! {"orderDate": -1}).limit(10).batch_size(4).build();
     for i in 0..40 {
@@ -85,7 +98,9 @@ async fn main() -> mongodb::error::Result<()> {
         while cur.advance().await? {}
     }
     client.shutdown().await;
-    println!("orders workload done: 300 order views, 120 line additions, 40 history pages, 5 address updates, 15 dashboards");
+    println!(
+        "orders workload done: 300 order views, 120 line additions, 10 recent-orders pages, 40 history pages, 5 address updates, 15 dashboards"
+    );
     Ok(())
 }
 

@@ -38,4 +38,5 @@ wait "$proxy_pid"
 proxy_pid=
 echo
 echo "[demo] reports: out/report.md, out/report.json, out/report.html"
-sed -n '/^## Access patterns/,/^## Findings/p' out/report.md
+sed -n '/^## Access patterns/,/^## Findings/{/^## Findings/!p}' out/report.md
+echo "[demo] the findings, with their evidence and fixes, are in out/report.md (## Findings) and out/report.html"

@@ -11,8 +11,10 @@ use mongotap_analyzers::report::{html, json};
 use support::*;
 
 fn chromium(args: &[&str], url: &str) -> std::process::Output {
-    let profile =
-        std::env::temp_dir().join(format!("mongotap-chromium-{}-{}", std::process::id(), args.len()));
+    // A profile of its own per launch: tests run in parallel, and Chromium locks its profile.
+    static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let profile = std::env::temp_dir().join(format!("mongotap-chromium-{}-{n}", std::process::id()));
     let out = Command::new("chromium")
         .args([
             "--headless",
@@ -35,9 +37,13 @@ fn chromium(args: &[&str], url: &str) -> std::process::Output {
 }
 
 fn page() -> PathBuf {
-    let text = std::fs::read_to_string(root().join("analyzers/tests/golden/pymongo.report.json")).unwrap();
+    page_of("pymongo.report.json")
+}
+
+fn page_of(golden: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("analyzers/tests/golden").join(golden)).unwrap();
     let report = json::parse(&text).unwrap();
-    let path = std::env::temp_dir().join(format!("mongotap-report-{}.html", std::process::id()));
+    let path = std::env::temp_dir().join(format!("mongotap-report-{}-{golden}.html", std::process::id()));
     std::fs::write(&path, html::render(&report)).unwrap();
     path
 }
@@ -79,5 +85,18 @@ fn the_html_report_sorts_and_draws_in_a_real_browser() {
     let pixels = chart_pixels(&shot);
     assert!(pixels > 5_000, "the screenshot shows only {pixels} chart pixels");
     let _ = std::fs::remove_file(shot);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn findings_render_with_their_evidence_and_fix_in_a_real_browser() {
+    let path = page_of("findings.report.json");
+    let out = chromium(&["--dump-dom"], &format!("file://{}#selftest", path.display()));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.lines().any(|l| l.contains("selftest: ok")), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(dom.matches("<article class=\"finding ").count(), 3, "one article per finding");
+    assert!(dom.contains("shop.orders.customerId -&gt; shop.customers._id"), "the N+1's link");
+    assert!(dom.contains("<th>typical n</th><td>12</td>"), "the evidence table");
+    assert!(dom.contains("db.customers.find({\"_id\": {\"$in\": ids}}"), "the fix");
     let _ = std::fs::remove_file(path);
 }

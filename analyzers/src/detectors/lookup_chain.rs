@@ -208,8 +208,11 @@ impl Detector for LookupChain {
                     let as_ = p["as"].as_str()?;
                     let fields: Vec<&str> =
                         p["fields_read"].as_array()?.iter().filter_map(Value::as_str).collect();
-                    Some(if fields.is_empty() {
-                        format!("{as_} (from {})", collection(p["from"].as_str().unwrap_or("?")))
+                    let from = collection(p["from"].as_str().unwrap_or("?"));
+                    Some(if fields.is_empty() && !proj.is_empty() && !proj.iter().any(|f| f == as_) {
+                        format!("nothing of {from}: no $project keeps {as_}, so check whether that join is needed at all")
+                    } else if fields.is_empty() {
+                        format!("{as_}: the whole {from} document")
                     } else {
                         format!("{as_}.{{{}}}", fields.join(", "))
                     })

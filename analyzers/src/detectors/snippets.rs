@@ -154,16 +154,20 @@ fn shell(b: &Batch<'_>) -> String {
 
 fn rust(b: &Batch<'_>) -> String {
     let (outer, inner) = split(b);
-    // A chain over an Option<&Document> that ends at the value, as Option<&Bson>.
-    let chain = |path: &str| -> String {
+    // The value at `path` in the document `var` (a `&Document`), as Option<&Bson>.
+    let get = |var: &str, path: &str| -> String {
         let segs: Vec<&str> = segments(path).collect();
-        let Some((last, init)) = segs.split_last() else { return String::new() };
-        let mut e = String::new();
-        for s in init {
-            e.push_str(&format!(".and_then(|x| x.get_document(\"{s}\").ok())"));
+        let Some((last, init)) = segs.split_last() else { return format!("Some({var})") };
+        match init.split_first() {
+            None => format!("{var}.get(\"{last}\")"),
+            Some((first, rest)) => {
+                let mut e = format!("{var}.get_document(\"{first}\").ok()");
+                for s in rest {
+                    e.push_str(&format!(".and_then(|x| x.get_document(\"{s}\").ok())"));
+                }
+                format!("{e}.and_then(|x| x.get(\"{last}\"))")
+            }
         }
-        e.push_str(&format!(".and_then(|x| x.get(\"{last}\"))"));
-        e
     };
     let ids = match b.array {
         Some(_) if inner.is_empty() => format!(
@@ -171,11 +175,11 @@ fn rust(b: &Batch<'_>) -> String {
             p = b.parent
         ),
         Some(_) => format!(
-            "{p}.iter().flat_map(|d| d.get_array(\"{outer}\").cloned().unwrap_or_default())\n    .filter_map(|i| i.as_document(){}.cloned())\n    .collect()",
-            chain(inner),
+            "{p}.iter().flat_map(|d| d.get_array(\"{outer}\").cloned().unwrap_or_default())\n    .filter_map(|i| i.as_document().and_then(|i| {}).cloned())\n    .collect()",
+            get("i", inner),
             p = b.parent
         ),
-        None => format!("{p}.iter().filter_map(|d| Some(d){}.cloned()).collect()", chain(b.path), p = b.parent),
+        None => format!("{p}.iter().filter_map(|d| {}.cloned()).collect()", get("d", b.path), p = b.parent),
     };
     let proj =
         projection_json(b.fields, true).map(|p| format!("\n    .projection(doc! {p})")).unwrap_or_default();
@@ -247,6 +251,13 @@ mod tests {
         );
         assert_eq!(class_name("order_lines"), "OrderLine");
         let rs = rust(&b("author.id", None, &[]));
-        assert!(rs.contains("get_document(\"author\").ok()).and_then(|x| x.get(\"id\"))"), "{rs}");
+        assert!(rs.contains("d.get_document(\"author\").ok().and_then(|x| x.get(\"id\")).cloned()"), "{rs}");
+        let rs = rust(&b("authorId", None, &[]));
+        assert!(rs.contains("posts.iter().filter_map(|d| d.get(\"authorId\").cloned()).collect()"), "{rs}");
+        let rs = rust(&b("items.productId", Some(5), &[]));
+        assert!(
+            rs.contains(".filter_map(|i| i.as_document().and_then(|i| i.get(\"productId\")).cloned())"),
+            "{rs}"
+        );
     }
 }

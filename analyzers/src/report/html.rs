@@ -96,7 +96,8 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(
         s,
         "<section><h2>Traffic notes</h2><ul><li>Requests {}, replies {}; unpaired replies {}, unanswered requests {}.</li>\
-<li>Compressed messages: {}.</li><li>Legacy opcodes: {}.</li><li>Too large to analyse: {}. Shapes over the cap: {}.</li></ul></section>",
+<li>Compressed messages: {}.</li><li>Legacy opcodes: {}.</li><li>Too large to analyse: {}. Shapes over the cap: {}.</li>\
+<li>Holes in connections' events (detectors reset there): {}. Detector state let go of: {}.</li></ul></section>",
         t.requests,
         t.replies,
         tr.unpaired_replies,
@@ -104,7 +105,9 @@ pub fn render(r: &Report) -> String {
         esc(&kv(&tr.compressed_messages)),
         esc(&kv(&tr.legacy_messages)),
         tr.too_large,
-        tr.other_shapes
+        tr.other_shapes,
+        tr.gaps,
+        esc(&kv(&tr.detector_evictions)),
     );
     let _ = write!(s, "<pre id=\"selftest\" hidden></pre>\n<script>{JS}</script>\n</body></html>\n");
     s

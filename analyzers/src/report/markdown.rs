@@ -145,6 +145,16 @@ pub fn render(r: &Report) -> String {
             tr.other_shapes
         );
     }
+    if tr.gaps > 0 {
+        let _ = writeln!(
+            s,
+            "- {} holes in connections' events (the tap dropped some while the analysis was behind); the detectors reset what they followed on those connections.",
+            tr.gaps
+        );
+    }
+    if !tr.detector_evictions.is_empty() {
+        let _ = writeln!(s, "- Detector state let go of to stay bounded: {}.", kv(&tr.detector_evictions));
+    }
     if let Some(e) = &tr.last_parse_error {
         let _ = writeln!(s, "- Last parse error: {}.", cell(e));
     }
