@@ -770,6 +770,7 @@ impl Detector for NPlusOne {
                 "extra_round_trips": extra,
                 "observed_child_time_ms": ms(p.latency_us as f64),
                 "estimated_cost_ms_per_parent": cost_per_parent,
+                "estimated_cost_ms_total": extra as f64 * t.assumed_rtt_ms,
                 "assumed_rtt_ms": t.assumed_rtt_ms,
                 "min_coverage": (p.min_coverage * 1000.0).round() / 1000.0,
                 "min_explained": (p.min_explained * 1000.0).round() / 1000.0,
@@ -1065,6 +1066,28 @@ mod tests {
         let me = of_kind(&f, "n_plus_one").into_iter().find(|f| f.namespace == "blog.post").unwrap();
         assert!(me.fix.as_deref().unwrap().contains("select_related()"), "{:?}", me.fix);
         assert!(me.recommendation.contains("MongoEngine"), "{}", me.recommendation);
+    }
+
+    #[test]
+    fn uuids_and_strings_link_as_well_as_object_ids() {
+        use bson::{spec::BinarySubtype, Binary};
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "nodejs 6.20.0");
+        let uuid = |i: u8| Binary { subtype: BinarySubtype::Uuid, bytes: vec![i; 16] };
+        let orders: Vec<Document> =
+            (0..10u8).map(|i| doc! {"_id": i as i32, "buyer": uuid(i), "sku": format!("SKU-{i}")}).collect();
+        s.find(c, "shop.orders", doc! {}, orders);
+        for i in 0..10u8 {
+            s.find_one(c, "shop.buyers", doc! {"_id": uuid(i)}, None);
+            s.find_one(c, "shop.products", doc! {"sku": format!("SKU-{i}")}, None);
+        }
+        let f = s.run().findings();
+        let mut links: Vec<String> = of_kind(&f, "n_plus_one")
+            .iter()
+            .map(|f| format!("{} -> {}", f.extra["link"]["parent_field"], f.extra["child_namespace"]))
+            .collect();
+        links.sort();
+        assert_eq!(links, ["\"buyer\" -> \"shop.buyers\"", "\"sku\" -> \"shop.products\""], "{f:#?}");
     }
 
     #[test]
