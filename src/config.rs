@@ -62,6 +62,7 @@ pub fn read(path: &Path) -> Result<FileConfig, String> {
         if key == "detectors" {
             let t = Thresholds::deserialize(value)
                 .map_err(|e| format!("{}: [detectors]: {e} (see `mongotap detectors`)", path.display()))?;
+            t.validate().map_err(|e| format!("{}: [detectors]: {e}", path.display()))?;
             out.detectors = Some(t);
             continue;
         }
@@ -110,6 +111,8 @@ mod tests {
         let t = read(&detectors).unwrap().detectors.unwrap();
         assert_eq!((t.n_plus_one_min_children, t.assumed_rtt_ms), (3, 2.5));
         assert_eq!(t.lookup_min_count, Thresholds::default().lookup_min_count);
+        std::fs::write(&detectors, "[detectors]\nassumed_rtt_ms = -1.0\n").unwrap();
+        assert!(read(&detectors).unwrap_err().contains("assumed_rtt_ms must be a positive number"));
         std::fs::write(&detectors, "[detectors]\nn_plus_one_min_childs = 3\n").unwrap();
         let e = read(&detectors).unwrap_err();
         assert!(e.contains("n_plus_one_min_childs") && e.contains("mongotap detectors"), "{e}");

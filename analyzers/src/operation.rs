@@ -9,6 +9,9 @@ use mongotap_wire::{Command, CommandReply, Compressor, Message};
 
 use crate::event::{ConnId, Micros};
 
+/// How reports name a client that sent no app name in its handshake.
+pub const NO_APP: &str = "(no app name)";
+
 /// Who is on the other end of a connection, learned from the accept and the handshake.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnInfo {

@@ -46,19 +46,10 @@ impl Pipeline {
         let at = ev.at();
         self.first_at.get_or_insert(at);
         self.last_at = self.last_at.max(at);
-        // Detectors hear of holes and ends before the correlator forgets the connection.
-        match &ev {
-            TapEvent::Gap { conn, .. } => {
-                if let Some(info) = self.correlator.conn_info(*conn) {
-                    self.detectors.on_gap(info, at);
-                }
-            }
-            TapEvent::Closed { conn, .. } => {
-                if let Some(info) = self.correlator.conn_info(*conn) {
-                    self.detectors.on_connection_closed(info, at);
-                }
-            }
-            _ => {}
+        if let TapEvent::Gap { .. } = ev {
+            // Events were dropped somewhere: what detectors follow across events
+            // (a parent and its children, a run of reads) may have a hole.
+            self.detectors.on_gap(at);
         }
         let ops = &mut self.operations;
         let (table, detectors) = (&mut self.table, &mut self.detectors);
@@ -72,10 +63,11 @@ impl Pipeline {
     }
 
     /// Forgets what has waited too long (see [`Correlator::expire`]) and lets the
-    /// detectors close what has timed out.
+    /// detectors close what has timed out. The detectors go by the events' own time,
+    /// so an analysis that lags behind the traffic does not cut their windows short.
     pub fn expire(&mut self, now: Micros) {
         self.correlator.expire(now);
-        self.detectors.expire(now);
+        self.detectors.expire(self.last_at);
     }
 
     /// The detectors.

@@ -154,9 +154,9 @@ impl Script {
         )
     }
 
-    /// The tap dropped `dropped` events of `conn` in direction `dir` just now.
-    pub fn gap(&mut self, conn: ConnId, dir: Direction, dropped: u64) -> &mut Script {
-        self.events.push(TapEvent::Gap { conn, dir, at: self.at, dropped });
+    /// The tap dropped `dropped` events just now.
+    pub fn gap(&mut self, dropped: u64) -> &mut Script {
+        self.events.push(TapEvent::Gap { at: self.at, dropped });
         self
     }
 

@@ -330,11 +330,6 @@ impl AccessTable {
         }
     }
 
-    /// The row whose shape id is `id`, if it is still in the table.
-    pub fn row_by_id(&self, id: ShapeId) -> Option<&Row> {
-        self.rows.values().find(|r| r.id == id)
-    }
-
     fn add(
         &mut self,
         op: &Operation,
@@ -379,7 +374,7 @@ impl AccessTable {
         if let Some(code) = op.error_code {
             *row.errors.entry(code).or_default() += 1;
         }
-        let app = op.conn.app_name.as_deref().unwrap_or("(no app name)");
+        let app = op.conn.app_name.as_deref().unwrap_or(crate::operation::NO_APP);
         if let Some(n) = row.apps.get_mut(app) {
             *n += 1;
         } else if row.apps.len() < self.limits.max_names {

@@ -40,10 +40,10 @@ pub enum TapEvent {
     Unframeable { conn: ConnId, dir: Direction, at: Micros, error: WireError },
     /// The connection ended.
     Closed { conn: ConnId, at: Micros },
-    /// The tap dropped `dropped` events of this connection and direction (the
-    /// analysis was behind) before the next one that got through. Whatever the
-    /// analysis was following on this connection has a hole in it.
-    Gap { conn: ConnId, dir: Direction, at: Micros, dropped: u64 },
+    /// The tap dropped `dropped` events (the analysis was behind) before the next
+    /// one that got through, on any connection. Whatever the analysis was following
+    /// across events has a hole in it.
+    Gap { at: Micros, dropped: u64 },
 }
 
 impl TapEvent {

@@ -11,7 +11,7 @@ use mongotap_events::{ConnId, Direction, TapEvent};
 use mongotap_wire::{Split, Splitter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::tap::{Lane, Tap};
+use super::tap::Tap;
 
 /// A connection's read buffer starts this small: a thousand idle connections must
 /// not cost a thousand large buffers. It grows only when a message needs more.
@@ -46,7 +46,6 @@ where
 {
     let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut splitter = Splitter::new(keep_limit);
-    let mut lane = Lane::new(tap, conn, dir);
     let mut forwarded = 0u64;
     loop {
         // Grow only when room runs low or the message being framed needs more (its
@@ -69,7 +68,7 @@ where
         forwarded += n as u64;
         activity.store(at, Ordering::Relaxed);
         while let Some(item) = splitter.next(&mut buf) {
-            lane.send(match item {
+            tap.send(match item {
                 Ok(Split::Frame(frame)) => TapEvent::Message { conn, dir, at, frame },
                 Ok(Split::TooLarge(header)) => TapEvent::TooLarge { conn, dir, at, header },
                 Err(error) => TapEvent::Unframeable { conn, dir, at, error },

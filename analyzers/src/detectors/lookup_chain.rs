@@ -35,11 +35,59 @@ struct Join {
     as_: Option<String>,
     /// Pipeline form (`let` + `pipeline`).
     pipeline_form: bool,
+    /// The top-level stage it is in, and whether it is that stage itself (not nested).
+    at: usize,
+    top: bool,
+}
+
+/// What a page reads of a join's output.
+#[derive(Debug, Clone, PartialEq)]
+enum Read {
+    /// These fields of the joined documents (from an inclusion `$project` after it).
+    Fields(Vec<String>),
+    /// The joined documents as they come.
+    Whole,
+    /// Nothing: a later `$project` drops the field and no later stage mentions it.
+    Nothing,
+}
+
+/// What the stages after `j` read of its `as` field.
+fn read_after(pipeline: &Value, j: &Join) -> Read {
+    let (Some(as_), true, Some(stages)) = (&j.as_, j.top, pipeline.as_array()) else { return Read::Whole };
+    let after = stages.get(j.at + 1..).unwrap_or_default();
+    let mut projects = after.iter().filter_map(|st| st.get("$project").and_then(Value::as_object)).peekable();
+    let inclusion = projects.peek().is_some();
+    let mut fields = Vec::new();
+    let mut whole = false;
+    for p in projects {
+        for (k, v) in p {
+            if *v == Value::Bool(false) {
+                continue;
+            }
+            if k == as_ {
+                whole = true;
+            } else if let Some(f) = k.strip_prefix(as_.as_str()).and_then(|f| f.strip_prefix('.')) {
+                fields.push(f.to_owned());
+            }
+        }
+    }
+    let text = serde_json::to_string(after).unwrap_or_default();
+    let mentioned = text.contains(&format!("\"${as_}\"")) || text.contains(&format!("\"${as_}."));
+    match (whole, fields.is_empty(), inclusion, mentioned) {
+        (false, false, _, _) => Read::Fields(fields),
+        (false, true, true, false) => Read::Nothing,
+        _ => Read::Whole,
+    }
 }
 
 /// The joins of a pipeline shape, in pipeline order, nested ones after their parent.
 fn joins(pipeline: &Value, db: &str, out: &mut Vec<Join>) {
-    for stage in pipeline.as_array().into_iter().flatten() {
+    joins_in(pipeline, db, None, out)
+}
+
+fn joins_in(pipeline: &Value, db: &str, within: Option<usize>, out: &mut Vec<Join>) {
+    for (i, stage) in pipeline.as_array().into_iter().flatten().enumerate() {
+        let (at, top) = (within.unwrap_or(i), within.is_none());
         let Some((name, body)) = stage.as_object().and_then(|o| o.iter().next()) else { continue };
         let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
         let ns = |c: String| format!("{db}.{c}");
@@ -62,10 +110,12 @@ fn joins(pipeline: &Value, db: &str, out: &mut Vec<Join>) {
                         foreign: text("foreignField"),
                         as_: text("as"),
                         pipeline_form: body.get("pipeline").is_some(),
+                        at,
+                        top,
                     });
                 }
                 if let Some(p) = body.get("pipeline") {
-                    joins(p, db, out);
+                    joins_in(p, db, Some(at), out);
                 }
             }
             "$graphLookup" => {
@@ -77,6 +127,8 @@ fn joins(pipeline: &Value, db: &str, out: &mut Vec<Join>) {
                         foreign: text("connectToField"),
                         as_: text("as"),
                         pipeline_form: false,
+                        at,
+                        top,
                     });
                 }
             }
@@ -94,31 +146,22 @@ fn joins(pipeline: &Value, db: &str, out: &mut Vec<Join>) {
                         foreign: None,
                         as_: None,
                         pipeline_form: false,
+                        at,
+                        top,
                     });
                 }
                 if let Some(p) = body.get("pipeline") {
-                    joins(p, db, out);
+                    joins_in(p, db, Some(at), out);
                 }
             }
             "$facet" => {
                 for p in body.as_object().into_iter().flat_map(|o| o.values()) {
-                    joins(p, db, out);
+                    joins_in(p, db, Some(at), out);
                 }
             }
             _ => {}
         }
     }
-}
-
-/// The paths a pipeline's `$project` stages include, as written.
-fn projected(pipeline: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for stage in pipeline.as_array().into_iter().flatten() {
-        if let Some(p) = stage.get("$project").and_then(Value::as_object) {
-            out.extend(p.iter().filter(|(_, v)| **v != Value::Bool(false)).map(|(k, _)| k.clone()));
-        }
-    }
-    out
 }
 
 /// The `$lookup` detector (stateless: it reads the table).
@@ -148,7 +191,9 @@ impl Detector for LookupChain {
         let rows = ctx.table.rows();
         let apps = app_reads(&rows);
         let mut out = Vec::new();
-        for r in rows.iter().filter(|r| r.command == "aggregate" && r.id != 0) {
+        // Reads only: an aggregation that writes ($out, $merge) is a batch job, not a page.
+        for r in rows.iter().filter(|r| r.command == "aggregate" && r.category == Category::Read && r.id != 0)
+        {
             let Some(pipeline) = r.shape.get("pipeline") else { continue };
             let db = r.namespace.split_once('.').map_or(r.namespace.as_str(), |(d, _)| d);
             let mut js = Vec::new();
@@ -180,20 +225,16 @@ impl Detector for LookupChain {
                 (true, false) | (false, true) => Severity::Medium,
                 (false, false) => Severity::Low,
             };
-            let proj = projected(pipeline);
+            let reads: Vec<Read> = js.iter().map(|j| read_after(pipeline, j)).collect();
             let pulled: Vec<Value> = js
                 .iter()
-                .map(|j| {
-                    let fields: Vec<String> = j
-                        .as_
-                        .as_ref()
-                        .map(|a| {
-                            proj.iter()
-                                .filter_map(|p| p.strip_prefix(a.as_str()).and_then(|f| f.strip_prefix('.')))
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                .zip(&reads)
+                .map(|(j, read)| {
+                    let fields = match read {
+                        Read::Fields(f) => json!(f),
+                        Read::Whole => json!("all"),
+                        Read::Nothing => json!([]),
+                    };
                     json!({
                         "stage": j.stage, "from": j.namespace, "local_field": j.local, "foreign_field": j.foreign,
                         "as": j.as_, "pipeline_form": j.pipeline_form, "fields_read": fields,
@@ -202,19 +243,18 @@ impl Detector for LookupChain {
                 .collect();
             let coll = collection(&r.namespace);
             let names: Vec<&str> = joined.iter().map(|n| collection(n)).collect();
-            let what = pulled
+            let what = js
                 .iter()
-                .filter_map(|p| {
-                    let as_ = p["as"].as_str()?;
-                    let fields: Vec<&str> =
-                        p["fields_read"].as_array()?.iter().filter_map(Value::as_str).collect();
-                    let from = collection(p["from"].as_str().unwrap_or("?"));
-                    Some(if fields.is_empty() && !proj.is_empty() && !proj.iter().any(|f| f == as_) {
-                        format!("nothing of {from}: no $project keeps {as_}, so check whether that join is needed at all")
-                    } else if fields.is_empty() {
-                        format!("{as_}: the whole {from} document")
-                    } else {
-                        format!("{as_}.{{{}}}", fields.join(", "))
+                .zip(&reads)
+                .filter_map(|(j, read)| {
+                    let as_ = j.as_.as_deref()?;
+                    let from = collection(&j.namespace);
+                    Some(match read {
+                        Read::Fields(f) => format!("{as_}.{{{}}}", f.join(", ")),
+                        Read::Whole => format!("{as_}: the whole {from} document"),
+                        Read::Nothing => format!(
+                            "nothing of {from}: no later stage keeps or mentions {as_}, so check whether that join is needed at all"
+                        ),
                     })
                 })
                 .collect::<Vec<_>>()
@@ -262,7 +302,7 @@ impl Detector for LookupChain {
                     shapes: &[r.id],
                     evidence,
                     recommendation,
-                    fix: Some(migration(coll, &js, &proj)),
+                    fix: Some(migration(coll, &js, &reads)),
                     extra: vec![("lookups", json!(joined))],
                 }
                 .finding(),
@@ -274,12 +314,12 @@ impl Detector for LookupChain {
 
 /// A one-off migration that stores the joined fields in the collection (extended
 /// reference), for the joins in localField/foreignField form.
-fn migration(coll: &str, js: &[Join], proj: &[String]) -> String {
+fn migration(coll: &str, js: &[Join], reads: &[Read]) -> String {
     let mut stages = Vec::new();
     let mut notes = Vec::new();
-    for j in js {
-        let (Some(local), Some(foreign), Some(as_), false, "$lookup") =
-            (&j.local, &j.foreign, &j.as_, j.pipeline_form, j.stage)
+    for (j, read) in js.iter().zip(reads) {
+        let (Some(local), Some(foreign), Some(as_), false, "$lookup", true) =
+            (&j.local, &j.foreign, &j.as_, j.pipeline_form, j.stage, j.top)
         else {
             notes.push(format!(
                 "// {} from {}: copy the fields the page reads from it likewise",
@@ -288,34 +328,33 @@ fn migration(coll: &str, js: &[Join], proj: &[String]) -> String {
             continue;
         };
         let from = collection(&j.namespace);
+        if *read == Read::Nothing {
+            notes.push(format!("// {from}: the page reads nothing of it; drop that $lookup instead"));
+            continue;
+        }
         stages.push(format!(
             "  {{ $lookup: {{ from: \"{from}\", localField: \"{local}\", foreignField: \"{foreign}\", as: \"{as_}\" }} }},"
         ));
-        let fields: Vec<&str> = proj
-            .iter()
-            .filter_map(|p| p.strip_prefix(as_.as_str()).and_then(|f| f.strip_prefix('.')))
-            .collect();
-        if foreign == "_id" {
-            // One match: keep it as a sub-document, with only the fields the page reads.
+        if let Read::Fields(fields) = read {
+            // Keep only what the page reads, for every match.
             let mut keys = vec!["_id"];
-            keys.extend(fields.iter().copied().filter(|f| *f != "_id"));
-            let set: Vec<String> = if fields.is_empty() {
-                vec![format!("{as_}: {{ $first: \"${as_}\" }}")]
-            } else {
-                vec![format!(
-                    "{as_}: {{ {} }}",
-                    keys.iter()
-                        .map(|k| format!("\"{k}\": {{ $first: \"${as_}.{k}\" }}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )]
-            };
-            stages.push(format!("  {{ $set: {{ {} }} }},", set.join(", ")));
+            keys.extend(fields.iter().map(String::as_str).filter(|f| *f != "_id"));
+            let kept: Vec<String> = keys.iter().map(|k| format!("\"{k}\": \"$$this.{k}\"")).collect();
+            stages.push(format!(
+                "  {{ $set: {{ {as_}: {{ $map: {{ input: \"${as_}\", in: {{ {} }} }} }} }} }},",
+                kept.join(", ")
+            ));
+        }
+        if foreign != "_id" {
+            notes.push(format!(
+                "// {as_}: every matching {from} document is embedded; if there can be many, keep a bounded subset"
+            ));
         }
     }
     let mut s = format!(
         "// Extended reference: store with each {coll} document what the page reads from the joined\n\
-         // collections, once; keep it in step where they change; then drop the $lookup from the page.\n"
+         // collections, once; keep it in step where they change; then drop the $lookup from the page.\n\
+         // Each joined field holds the matches as an array, as $lookup returns them.\n"
     );
     for n in &notes {
         s.push_str(n);
@@ -376,10 +415,37 @@ mod tests {
         ]);
         let mut js = Vec::new();
         joins(&p, "shop", &mut js);
-        let m = migration("orders", &js, &projected(&p));
+        let reads: Vec<Read> = js.iter().map(|j| read_after(&p, j)).collect();
+        let m = migration("orders", &js, &reads);
         assert!(m.contains("$lookup: { from: \"customers\", localField: \"customerId\", foreignField: \"_id\", as: \"customer\" }"), "{m}");
-        assert!(m.contains("customer: { \"_id\": { $first: \"$customer._id\" }, \"name\": { $first: \"$customer.name\" } }"), "{m}");
+        assert!(m.contains("customer: { $map: { input: \"$customer\", in: { \"_id\": \"$$this._id\", \"name\": \"$$this.name\" } } }"), "{m}");
         assert!(m.contains("$merge: { into: \"orders\""), "{m}");
+    }
+
+    #[test]
+    fn a_join_is_unread_only_when_nothing_after_it_keeps_or_mentions_it() {
+        let reads = |p: Value| {
+            let mut js = Vec::new();
+            joins(&p, "shop", &mut js);
+            js.iter().map(|j| read_after(&p, j)).collect::<Vec<_>>()
+        };
+        let lookup = json!({"$lookup": {"from": "shippers", "localField": "s", "foreignField": "_id", "as": "shipper"}});
+        assert_eq!(reads(json!([lookup, {"$project": {"total": true}}])), [Read::Nothing]);
+        assert_eq!(
+            reads(json!([lookup, {"$project": {"total": true, "shipperName": "$shipper.name"}}])),
+            [Read::Whole],
+            "a computed field reads it"
+        );
+        assert_eq!(
+            reads(json!([{"$project": {"total": true}}, lookup])),
+            [Read::Whole],
+            "a $project before it"
+        );
+        assert_eq!(reads(json!([lookup])), [Read::Whole]);
+        assert_eq!(
+            reads(json!([lookup, {"$project": {"shipper.name": true}}])),
+            [Read::Fields(vec!["name".into()])]
+        );
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! Every detector implements the small [`Detector`] trait: it is handed each
 //! operation's [`OpView`] (decoded once, with the table's shape ids), told about
-//! holes in a connection's events and about closed connections, and asked for its
-//! findings whenever a report is built. What a detector keeps is bounded and holds
+//! holes in the events (the tap dropped some), and asked for its findings whenever
+//! a report is built. What a detector keeps is bounded and holds
 //! no value: keyed hashes ([`values::Keyed`]), counts, shape ids and field names.
 //!
 //! # Layout
@@ -31,7 +31,6 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::event::Micros;
-use crate::operation::ConnInfo;
 use crate::report::Finding;
 use crate::shape::hex;
 use crate::table::{AccessTable, Row};
@@ -66,12 +65,9 @@ pub trait Detector: Send {
     /// Looks at one operation.
     fn on_operation(&mut self, _op: &OpView<'_>) {}
 
-    /// Events of this connection were dropped before now: whatever the detector
-    /// follows for it has a hole and must not be trusted.
-    fn on_gap(&mut self, _conn: &ConnInfo, _at: Micros) {}
-
-    /// The connection ended.
-    fn on_connection_closed(&mut self, _conn: &ConnInfo, _at: Micros) {}
+    /// Events were dropped before now (the analysis was behind): whatever the
+    /// detector follows across events has a hole and must not be trusted.
+    fn on_gap(&mut self, _at: Micros) {}
 
     /// Time has passed (the live proxy calls this every second).
     fn expire(&mut self, _now: Micros) {}
@@ -79,9 +75,9 @@ pub trait Detector: Send {
     /// What it found so far. Called for every report, so it does not consume state.
     fn findings(&self, ctx: &Context<'_>) -> Vec<Finding>;
 
-    /// State it had to let go of to stay bounded.
-    fn evictions(&self) -> u64 {
-        0
+    /// State it had to let go of to stay bounded, by kind.
+    fn evictions(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 }
 
@@ -141,17 +137,10 @@ impl Detectors {
         }
     }
 
-    /// Tells every detector about a hole in a connection's events.
-    pub fn on_gap(&mut self, conn: &ConnInfo, at: Micros) {
+    /// Tells every detector about a hole in the events.
+    pub fn on_gap(&mut self, at: Micros) {
         for d in &mut self.list {
-            d.on_gap(conn, at);
-        }
-    }
-
-    /// Tells every detector a connection ended.
-    pub fn on_connection_closed(&mut self, conn: &ConnInfo, at: Micros) {
-        for d in &mut self.list {
-            d.on_connection_closed(conn, at);
+            d.on_gap(at);
         }
     }
 
@@ -177,9 +166,14 @@ impl Detectors {
         all
     }
 
-    /// Evictions by detector, for the report's traffic notes.
+    /// Evictions by detector and kind (`n_plus_one.clients`), for the report's
+    /// traffic notes and `/metrics`; kinds with none are left out.
     pub fn evictions(&self) -> BTreeMap<String, u64> {
-        self.list.iter().map(|d| (d.name().to_owned(), d.evictions())).filter(|(_, n)| *n > 0).collect()
+        self.list
+            .iter()
+            .flat_map(|d| d.evictions().into_iter().map(move |(k, n)| (format!("{}.{k}", d.name()), n)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 }
 

@@ -22,7 +22,7 @@ use super::values::Keyed;
 use super::{collection, median, ms, Context, Detector, Draft, Severity, Thresholds};
 use crate::command_shape::Category;
 use crate::event::Micros;
-use crate::operation::ConnInfo;
+use crate::operation::{ConnInfo, NO_APP};
 use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
@@ -53,12 +53,13 @@ const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Window {
-    /// (value hash, when).
-    reads: VecDeque<(u64, Micros)>,
+    /// (value hash, when, latency in µs).
+    reads: VecDeque<(u64, Micros, u64)>,
     /// Distinct values among `reads`, kept as reads come and go.
     distinct: usize,
-    namespace: u64,
     in_burst: bool,
+    /// Reads up to this time were already counted in a burst.
+    counted_through: Micros,
 }
 
 #[derive(Default, Clone)]
@@ -73,15 +74,26 @@ struct Stat {
     drivers: BTreeSet<String>,
 }
 
+/// What the detector let go of to stay bounded.
+#[derive(Debug, Default, Clone, Copy)]
+struct Evicted {
+    /// Reads not watched because every window was in use.
+    reads_unwatched: u64,
+    /// Times the write log overflowed (every window then restarts).
+    write_log: u64,
+    /// New shapes refused.
+    shapes: u64,
+}
+
 /// The redundant-query detector.
 pub struct RedundantQuery {
     t: Thresholds,
     keyed: Keyed,
     windows: FxHashMap<(u64, ShapeId), Window>,
-    /// Last write per (client, namespace hash).
-    writes: FxHashMap<(u64, u64), Micros>,
+    /// Last write per namespace (hashed), by any client: the answer may have changed.
+    writes: FxHashMap<u64, Micros>,
     stats: FxHashMap<ShapeId, Stat>,
-    evicted: u64,
+    evicted: Evicted,
 }
 
 impl RedundantQuery {
@@ -93,12 +105,38 @@ impl RedundantQuery {
             windows: FxHashMap::default(),
             writes: FxHashMap::default(),
             stats: FxHashMap::default(),
-            evicted: 0,
+            evicted: Evicted::default(),
         }
     }
 
     fn max_windows(&self) -> usize {
-        (self.t.max_patterns * 16) as usize
+        self.t.max_patterns.saturating_mul(16) as usize
+    }
+
+    fn gap_us(&self) -> u64 {
+        self.t.redundant_gap_ms.saturating_mul(1000)
+    }
+
+    /// How long a window can span: a write older than that cannot matter.
+    fn span_us(&self) -> u64 {
+        self.gap_us().saturating_mul(self.t.redundant_window)
+    }
+
+    fn note_write(&mut self, ns: &str, at: Micros) {
+        let key = namespace_hash(ns);
+        if !self.writes.contains_key(&key) && self.writes.len() >= self.max_windows() {
+            let span = self.span_us();
+            self.writes.retain(|_, w| at.saturating_sub(*w) <= span);
+            if self.writes.len() >= self.max_windows() {
+                // Forgetting a write could make a window look redundant across it:
+                // every window restarts instead.
+                self.writes.clear();
+                self.windows.clear();
+                self.evicted.write_log += 1;
+            }
+        }
+        let w = self.writes.entry(key).or_insert(at);
+        *w = (*w).max(at);
     }
 
     fn note(
@@ -106,26 +144,26 @@ impl RedundantQuery {
         shape: ShapeId,
         conn: &ConnInfo,
         reads: u64,
-        distinct: u64,
+        burst: Option<u64>,
         latency_us: u64,
         at: Micros,
     ) {
         if !self.stats.contains_key(&shape) && self.stats.len() as u64 >= self.t.max_patterns {
-            self.evicted += 1;
+            self.evicted.shapes += 1;
             return;
         }
         let s = self.stats.entry(shape).or_insert_with(|| Stat { first_at: at, ..Stat::default() });
         s.reads += reads;
         s.latency_us += latency_us;
         s.last_at = at;
-        if distinct == 0 {
+        let Some(distinct) = burst else {
             return; // A burst going on: its client was named when it began.
-        }
+        };
         s.bursts += 1;
         if s.distinct.len() < 256 {
             s.distinct.push(distinct);
         }
-        let app = conn.app_name.as_deref().unwrap_or("(no app name)");
+        let app = conn.app_name.as_deref().unwrap_or(NO_APP);
         if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
             s.apps.insert(app.to_owned());
         }
@@ -151,15 +189,10 @@ impl Detector for RedundantQuery {
     fn on_operation(&mut self, v: &OpView<'_>) {
         let op = v.op;
         let Some(cmd) = &v.command else { return };
-        let client = op.conn.client_key;
         match v.category {
             Category::Write => {
                 for s in &v.statements {
-                    let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
-                    if self.writes.len() >= self.max_windows() {
-                        self.writes.clear();
-                    }
-                    self.writes.insert((client, namespace_hash(ns)), op.started_at);
+                    self.note_write(s.namespace.as_deref().unwrap_or(&op.namespace), op.started_at);
                 }
                 return;
             }
@@ -176,23 +209,22 @@ impl Detector for RedundantQuery {
         }
         let value = h.finish();
         let now = op.started_at;
-        let ns = namespace_hash(&op.namespace);
-        let key = (client, shape);
+        let key = (op.conn.client_key, shape);
+        let gap = self.gap_us();
         if !self.windows.contains_key(&key) && self.windows.len() >= self.max_windows() {
-            let gap = self.t.redundant_gap_ms * 1000;
-            self.windows.retain(|_, w| w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) <= gap));
+            self.windows.retain(|_, w| w.reads.back().is_some_and(|r| now.saturating_sub(r.1) <= gap));
             if self.windows.len() >= self.max_windows() {
-                self.evicted += 1;
+                self.evicted.reads_unwatched += 1;
                 return;
             }
         }
-        let written_at = self.writes.get(&(client, ns)).copied();
-        let (k, gap) = (self.t.redundant_window.max(2) as usize, self.t.redundant_gap_ms * 1000);
+        let written_at = self.writes.get(&namespace_hash(&op.namespace)).copied();
+        let k = self.t.redundant_window.max(2) as usize;
+        let latency = op.latency_us.unwrap_or(0);
         let w = self.windows.entry(key).or_default();
-        w.namespace = ns;
-        let stale = w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) > gap);
+        let stale = w.reads.back().is_some_and(|r| now.saturating_sub(r.1) > gap);
         let written = match (written_at, w.reads.front()) {
-            (Some(wrote), Some((_, first))) => wrote >= *first,
+            (Some(wrote), Some(first)) => wrote >= first.1,
             _ => false,
         };
         if stale || written {
@@ -200,13 +232,13 @@ impl Detector for RedundantQuery {
             w.distinct = 0;
             w.in_burst = false;
         }
-        if !w.reads.iter().any(|(h, _)| *h == value) {
+        if !w.reads.iter().any(|r| r.0 == value) {
             w.distinct += 1;
         }
-        w.reads.push_back((value, now));
+        w.reads.push_back((value, now, latency));
         if w.reads.len() > k {
-            if let Some((gone, _)) = w.reads.pop_front() {
-                if !w.reads.iter().any(|(h, _)| *h == gone) {
+            if let Some((gone, _, _)) = w.reads.pop_front() {
+                if !w.reads.iter().any(|r| r.0 == gone) {
                     w.distinct -= 1;
                 }
             }
@@ -215,34 +247,34 @@ impl Detector for RedundantQuery {
             return;
         }
         let distinct = w.distinct;
-        let redundant = distinct as u64 <= self.t.redundant_max_distinct;
-        let latency = op.latency_us.unwrap_or(0);
-        match (redundant, w.in_burst) {
-            (true, false) => {
-                // The window's reads were all part of it.
-                w.in_burst = true;
-                let n = w.reads.len() as u64;
-                self.note(shape, &op.conn, n, distinct as u64, latency * n, now);
-            }
-            (true, true) => self.note(shape, &op.conn, 1, 0, latency, now),
-            (false, _) => w.in_burst = false,
+        if distinct as u64 > self.t.redundant_max_distinct {
+            w.in_burst = false;
+            return;
         }
+        // Count each read once, even when a burst ends and starts again over reads
+        // already counted.
+        let fresh: Vec<&(u64, Micros, u64)> = w.reads.iter().filter(|r| r.1 > w.counted_through).collect();
+        let (n, lat) = (fresh.len() as u64, fresh.iter().map(|r| r.2).sum::<u64>());
+        let burst = (!w.in_burst).then_some(distinct as u64);
+        w.in_burst = true;
+        w.counted_through = now;
+        self.note(shape, &op.conn, n, burst, lat, now);
     }
 
-    fn on_gap(&mut self, conn: &ConnInfo, _at: Micros) {
-        // A write may have been lost: the windows of this client cannot be trusted.
-        let client = conn.client_key;
-        self.windows.retain(|(c, _), _| *c != client);
+    fn on_gap(&mut self, _at: Micros) {
+        // A write may have been lost: no window can be trusted.
+        self.windows.clear();
     }
 
     fn expire(&mut self, now: Micros) {
-        let gap = self.t.redundant_gap_ms * 1000;
-        self.windows.retain(|_, w| w.reads.back().is_some_and(|(_, at)| now.saturating_sub(*at) <= gap));
-        self.writes.retain(|_, at| now.saturating_sub(*at) <= 3_600_000_000);
+        let (gap, span) = (self.gap_us(), self.span_us());
+        self.windows.retain(|_, w| w.reads.back().is_some_and(|r| now.saturating_sub(r.1) <= gap));
+        self.writes.retain(|_, at| now.saturating_sub(*at) <= span);
     }
 
-    fn evictions(&self) -> u64 {
-        self.evicted
+    fn evictions(&self) -> Vec<(&'static str, u64)> {
+        let e = self.evicted;
+        vec![("reads_unwatched", e.reads_unwatched), ("write_log", e.write_log), ("shapes", e.shapes)]
     }
 
     fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
@@ -252,6 +284,10 @@ impl Detector for RedundantQuery {
         let mut out = Vec::new();
         for (id, s) in stats {
             let Some(row) = ctx.row(*id) else { continue };
+            // One short burst is not a habit: twice the window at least.
+            if s.reads < t.redundant_window.saturating_mul(2) {
+                continue;
+            }
             let distinct = median(&s.distinct);
             let share = s.reads as f64 / row.count.max(1) as f64;
             let severity = if s.reads >= 50 && share >= 0.5 { Severity::Medium } else { Severity::Low };
@@ -261,9 +297,10 @@ impl Detector for RedundantQuery {
             let recommendation = format!(
                 "The same {cmd} on {ns} is sent again and again with the same values: {reads} reads in {bursts} \
                  bursts where {k} consecutive reads carried at most {distinct} distinct values, at most {gap} ms \
-                 apart, with no write from that client to {coll} in between; about {avoidable} of them could not \
-                 have returned anything new. Keep the answer for the length of a request (or cache it and drop it \
-                 on write), or fetch the distinct values once.",
+                 apart, with no write to {coll} seen in between; about {avoidable} of them could not have \
+                 returned anything new (unless something that does not go through mongotap writes to {coll}). \
+                 Keep the answer for the length of a request (or cache it and drop it on write), or fetch the \
+                 distinct values once.",
                 cmd = row.command,
                 ns = row.namespace,
                 reads = s.reads,

@@ -48,9 +48,9 @@ fn class_name(collection: &str) -> String {
 
 /// The path split at its array: (`items`, `productId`), or the whole path and "".
 fn split<'a>(b: &Batch<'a>) -> (&'a str, &'a str) {
-    match b.array {
-        Some(n) if n <= b.path.len() => (&b.path[..n], b.path[n..].trim_start_matches('.')),
-        _ => (b.path, ""),
+    match b.array.and_then(|n| Some((b.path.get(..n)?, b.path.get(n..)?))) {
+        Some((outer, inner)) => (outer, inner.trim_start_matches('.')),
+        None => (b.path, ""),
     }
 }
 

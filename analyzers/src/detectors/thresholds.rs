@@ -57,6 +57,8 @@ pub struct Thresholds {
     pub max_open_parents: u64,
     /// Bound: (value, path) pairs kept per parent read.
     pub max_values_per_parent: u64,
+    /// Bound: (value, path) pairs kept in all open parent reads together.
+    pub max_values_open: u64,
     /// Bound: distinct patterns (parent, child, link) and repeated reads kept.
     pub max_patterns: u64,
 }
@@ -84,6 +86,7 @@ impl Default for Thresholds {
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
+            max_values_open: 1_000_000,
             max_patterns: 1_024,
         }
     }
@@ -149,7 +152,7 @@ pub const DOCS: &[ThresholdDoc] = &[
     },
     ThresholdDoc {
         key: "redundant_window",
-        meaning: "a client's last reads of one shape looked at together",
+        meaning: "a client's last reads of one shape looked at together; a shape is reported once twice this many of its reads were redundant",
         source: "ours: room for Sentry's 5 repeats three times over",
     },
     ThresholdDoc {
@@ -203,6 +206,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "bound on memory",
     },
     ThresholdDoc {
+        key: "max_values_open",
+        meaning: "(value, path) pairs kept in all open parent reads together; the oldest parents go first",
+        source: "bound on memory (about 40 MB)",
+    },
+    ThresholdDoc {
         key: "max_patterns",
         meaning: "distinct N+1 patterns and repeated-read keys kept",
         source: "bound on memory (Hibernate caps query statistics at 5,000)",
@@ -210,6 +218,55 @@ pub const DOCS: &[ThresholdDoc] = &[
 ];
 
 impl Thresholds {
+    /// Checks that every value makes sense: shares between 0 and 1, a positive
+    /// round trip, windows and bounds that are positive and not absurd.
+    pub fn validate(&self) -> Result<(), String> {
+        let share = |k: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{k} must be between 0 and 1, not {v}"))
+            }
+        };
+        share("n_plus_one_min_coverage", self.n_plus_one_min_coverage)?;
+        share("n_plus_one_min_explained", self.n_plus_one_min_explained)?;
+        share("lookup_min_share", self.lookup_min_share)?;
+        share("lookup_high_share", self.lookup_high_share)?;
+        share("lookup_high_time_share", self.lookup_high_time_share)?;
+        let positive = |k: &str, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(format!("{k} must be a positive number, not {v}"))
+            }
+        };
+        positive("assumed_rtt_ms", self.assumed_rtt_ms)?;
+        positive("n_plus_one_max_per_reference", self.n_plus_one_max_per_reference)?;
+        positive("n_plus_one_high_cost_ms", self.n_plus_one_high_cost_ms)?;
+        let counts = [
+            ("n_plus_one_min_parent_docs", self.n_plus_one_min_parent_docs, 1_000_000),
+            ("n_plus_one_min_children", self.n_plus_one_min_children, 1_000_000),
+            ("n_plus_one_link_gap_ms", self.n_plus_one_link_gap_ms, 3_600_000),
+            ("n_plus_one_high_children", self.n_plus_one_high_children, 1_000_000),
+            ("redundant_window", self.redundant_window, 1_024),
+            ("redundant_max_distinct", self.redundant_max_distinct, 1_024),
+            ("redundant_gap_ms", self.redundant_gap_ms, 3_600_000),
+            ("lookup_min_count", self.lookup_min_count, u64::MAX),
+            ("lookup_chain_min_joins", self.lookup_chain_min_joins, 1_000),
+            ("max_clients", self.max_clients, 10_000_000),
+            ("max_open_parents", self.max_open_parents, 1_024),
+            ("max_values_per_parent", self.max_values_per_parent, 100_000_000),
+            ("max_values_open", self.max_values_open, 1_000_000_000),
+            ("max_patterns", self.max_patterns, 10_000_000),
+        ];
+        for (k, v, most) in counts {
+            if v == 0 || v > most {
+                return Err(format!("{k} must be between 1 and {most}, not {v}"));
+            }
+        }
+        Ok(())
+    }
+
     /// The thresholds as TOML for the `[detectors]` table, each with its meaning and source.
     pub fn to_toml_comments(&self) -> String {
         let values = serde_json::to_value(self).expect("thresholds serialise");
@@ -231,6 +288,19 @@ mod tests {
         let keys: Vec<&str> = values.as_object().unwrap().keys().map(String::as_str).collect();
         let documented: Vec<&str> = DOCS.iter().map(|d| d.key).collect();
         assert_eq!(keys, documented);
+    }
+
+    #[test]
+    fn nonsense_values_are_refused() {
+        assert!(Thresholds::default().validate().is_ok());
+        let bad = |t: Thresholds| t.validate().unwrap_err();
+        assert!(bad(Thresholds { assumed_rtt_ms: f64::NAN, ..Default::default() }).contains("assumed_rtt_ms"));
+        assert!(bad(Thresholds { n_plus_one_min_coverage: 1.5, ..Default::default() })
+            .contains("between 0 and 1"));
+        assert!(
+            bad(Thresholds { redundant_gap_ms: u64::MAX, ..Default::default() }).contains("redundant_gap_ms")
+        );
+        assert!(bad(Thresholds { max_open_parents: 0, ..Default::default() }).contains("max_open_parents"));
     }
 
     #[test]

@@ -73,15 +73,6 @@ impl Keyed {
         Some(h.finish())
     }
 
-    /// The keyed hash of raw bytes (a whole command's values, say).
-    pub fn bytes(&self, parts: &[&[u8]]) -> u64 {
-        let mut h = self.0.build_hasher();
-        for p in parts {
-            h.write(p);
-        }
-        h.finish()
-    }
-
     /// A hasher to feed piece by piece.
     pub fn hasher(&self) -> impl Hasher {
         self.0.build_hasher()

@@ -51,7 +51,13 @@ pub fn check_fail_on(words: &[String]) -> Result<(), String> {
 /// A finding's identity across runs: kind, namespace, shapes and the kind's own
 /// fields (the index, the field), never its counts.
 fn identity(f: &Finding) -> String {
-    let mut shapes = f.shape_ids.clone();
+    let mut shapes = match f.kind.as_str() {
+        // An N+1 groups its parent shapes (a first page without `skip`, later pages
+        // with it): which of them a run happened to see must not make it "new".
+        // The link and the child (its last shape id) say which N+1 it is.
+        "n_plus_one" => f.shape_ids.last().cloned().into_iter().collect(),
+        _ => f.shape_ids.clone(),
+    };
     shapes.sort();
     let extra: Vec<String> = ["index", "field", "child_namespace", "link", "lookups"]
         .iter()
@@ -175,6 +181,25 @@ mod tests {
         let unwatched = report(vec![], vec![finding("large_document", &[])]);
         assert!(!compare(&unwatched, &base, &fail_on).fails());
         assert!(compare(&unwatched, &base, &["any".to_owned()]).fails());
+    }
+
+    #[test]
+    fn an_n_plus_one_is_the_same_whichever_parent_shapes_a_run_saw() {
+        let n = |shapes: &[&str], child_field: &str| {
+            let mut f = finding("n_plus_one", &[]);
+            f.extra.clear();
+            f.extra.insert("child_namespace".into(), json!("shop.customers"));
+            f.extra.insert("link".into(), json!({"parent_field": "customerId", "child_field": child_field}));
+            f.shape_ids = shapes.iter().map(|s| s.to_string()).collect();
+            f
+        };
+        let watch = ["n_plus_one".to_owned()];
+        let base = report(vec![], vec![n(&["page1", "child"], "_id")]);
+        assert!(
+            !compare(&report(vec![], vec![n(&["page1", "pageN", "child"], "_id")]), &base, &watch).fails()
+        );
+        assert!(compare(&report(vec![], vec![n(&["page1", "child"], "code")]), &base, &watch).fails());
+        assert!(compare(&report(vec![], vec![n(&["page1", "other"], "_id")]), &base, &watch).fails());
     }
 
     #[test]
