@@ -3,6 +3,7 @@
 //! first and fills in the shape ids of its rows; the detectors then read the same
 //! view. Nobody re-decodes the messages or re-computes a shape.
 
+use bson::RawDocument;
 use mongotap_wire::{Command, CommandReply};
 
 use crate::command_shape::{self, Category, StatementShape};
@@ -21,6 +22,9 @@ pub struct OpView<'o> {
     pub command: Option<Command<'o>>,
     /// The reply as a command reply, when there is one.
     pub reply: Option<CommandReply<'o>>,
+    /// The documents a cursor reply returned (`firstBatch` or `nextBatch`), as the
+    /// document an array is on the wire; found once for every analyzer.
+    pub batch: Option<&'o RawDocument>,
     /// Read, write or other.
     pub category: Category,
     /// The command's statement shapes (none for getMore: the table attributes it to
@@ -43,7 +47,8 @@ impl<'o> OpView<'o> {
             Some(c) => (command_shape::category(c), command_shape::shapes(c)),
             None => (Category::Command, Vec::new()),
         };
-        OpView { op, command, reply, category, statements, shape_ids: Vec::new(), cursor_of: None }
+        let batch = reply.as_ref().and_then(|r| r.batch_elements());
+        OpView { op, command, reply, category, statements, batch, shape_ids: Vec::new(), cursor_of: None }
     }
 
     /// The shape id of the operation's first statement, or for a getMore the shape

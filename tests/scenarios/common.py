@@ -1,8 +1,9 @@
-"""Shared helpers of the Python scenario clients: arguments, a fresh database, the blog data set, and
-the concurrent front-page-and-profiles workload of N8 and N11.
+"""Shared helpers of the Python scenario clients: arguments, a fresh database, the blog, order and
+sensor data sets, and the concurrent front-page-and-profiles workload of N8 and N11.
 
 Every client is run as `PROGRAM URI DBNAME [MODE]`; it drops DBNAME, seeds it, runs its workload and exits 0.
 """
+import datetime
 import random
 import sys
 import threading
@@ -37,6 +38,31 @@ def seed_blog(db, users=30, posts=60, author_of=lambda i: (i * 7) % 30):
     db.posts.insert_many([{"authorId": user_ids[author_of(i)], "title": f"Post {i}", "body": "Lorem ipsum. " * 20}
                           for i in range(posts)])
     return user_ids
+
+
+def order_line(n):
+    """The n-th order line: {sku, name, qty, price}."""
+    return {"sku": f"SKU-{n:05d}", "name": f"Item {n}", "qty": 1 + n % 3, "price": 2.5 + (n % 17) * 1.25}
+
+
+def seed_orders(collection, orders=5, lines=10):
+    """`orders` open orders (ObjectId _id) of `lines` lines each, with a customer sub-document and a total.
+    Returns their ids."""
+    docs = []
+    for o in range(orders):
+        items = [order_line(o * 1000 + k) for k in range(lines)]
+        docs.append({"customer": {"name": f"Customer {o}", "email": f"customer{o}@example.com", "city": "Lyon"},
+                     "status": "open", "lines": items, "total": sum(i["qty"] * i["price"] for i in items)})
+    return collection.insert_many(docs).inserted_ids
+
+
+def sensor_readings(count=1500, sensors=20):
+    """`count` readings (sensorId, ts, value) of `sensors` sensors, round-robin, each sensor one a minute
+    from 2024-05-01 00:00 UTC on."""
+    start = datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc)
+    for i in range(count):
+        minute, sensor = divmod(i, sensors)
+        yield f"sensor-{sensor:02d}", start + datetime.timedelta(minutes=minute), 20.0 + (i * 37 % 100) / 10
 
 
 def check(cond, message):

@@ -11,7 +11,7 @@ final report against the scenario's expected findings:
 
   - only findings whose kind is in --scored count;
   - a finding matches an expected item when kind and namespace are equal and, where the expected
-    item gives them, child_namespace, link (parent_field, child_field) and lookups are equal;
+    item gives them, child_namespace, link (parent_field, child_field), lookups and field are equal;
   - matched = TP, expected but not reported = FN, reported but not expected = FP.
 
 Exits 1 if any scenario has an FP or FN or failed to run, 0 otherwise. Standard library only.
@@ -30,7 +30,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-DEFAULT_SCORED = "n_plus_one,redundant_query,lookup_chain"
+DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,"
+                  "large_document,fan_out_update,bucket_candidate")
 CLIENT_TIMEOUT = 120
 
 started = []  # every process this runner started, for cleanup
@@ -139,8 +140,9 @@ def matches(expected, finding):
         link = finding.get("link")
         if not isinstance(link, dict) or any(link.get(k) != v for k, v in expected["link"].items()):
             return False
-    if "lookups" in expected and finding.get("lookups") != expected["lookups"]:
-        return False
+    for key in ("lookups", "field"):
+        if key in expected and finding.get(key) != expected[key]:
+            return False
     return True
 
 
@@ -165,6 +167,8 @@ def describe(item):
         text += f" -> {item.get('child_namespace')} ({link.get('parent_field')} -> {link.get('child_field')})"
     if item.get("lookups") is not None:
         text += f" lookups {item.get('lookups')}"
+    if item.get("field") is not None:
+        text += f" field {item.get('field')}"
     return text
 
 
@@ -304,7 +308,7 @@ def main():
     kinds = sorted(scored | {i["kind"] for r in scoredrows for part in r for i in part})
     for kind in kinds:
         k_tp, k_fp, k_fn = (sum(1 for r in scoredrows for i in r[n] if i.get("kind") == kind) for n in range(3))
-        print(f"  {kind:<16} TP {k_tp}  FP {k_fp}  FN {k_fn}  precision {ratio(k_tp, k_tp + k_fp)}  "
+        print(f"  {kind:<22} TP {k_tp}  FP {k_fp}  FN {k_fn}  precision {ratio(k_tp, k_tp + k_fp)}  "
               f"recall {ratio(k_tp, k_tp + k_fn)}")
     clients = sorted({s["client"] for s, _ in rows})
     print("  per client (scenarios clean / total):")

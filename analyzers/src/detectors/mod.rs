@@ -16,14 +16,27 @@
 //! - [`n_plus_one`]: a read returns N documents, then one query per document.
 //! - [`redundant_query`]: the same read with the same values again and again.
 //! - [`lookup_chain`]: frequent aggregations that join collections with `$lookup`.
+//! - [`rewrite`]: whole documents (or whole sub-trees) re-sent to change a little.
+//! - [`array_growth`]: arrays that grow by `$push` without `$slice`.
+//! - [`document_size`]: documents large enough to cost on every access.
+//! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
+//! - [`bucket`]: one small document per time-stamped reading.
+//! - [`writes`]: the update statements and inserted documents of any write command.
 
+pub mod array_growth;
+pub mod bucket;
+pub mod document_size;
 pub mod driver;
+pub mod fan_out;
 pub mod lookup_chain;
 pub mod n_plus_one;
+mod names;
 pub mod redundant_query;
+pub mod rewrite;
 pub mod snippets;
 pub mod thresholds;
 pub mod values;
+pub mod writes;
 
 use std::collections::BTreeMap;
 
@@ -116,6 +129,11 @@ impl Detectors {
             Box::new(n_plus_one::NPlusOne::new(&thresholds)),
             Box::new(redundant_query::RedundantQuery::new(&thresholds)),
             Box::new(lookup_chain::LookupChain),
+            Box::new(rewrite::Rewrite::new(&thresholds)),
+            Box::new(array_growth::ArrayGrowth::new(&thresholds)),
+            Box::new(document_size::DocumentSize::new(&thresholds)),
+            Box::new(fan_out::FanOut::new(&thresholds)),
+            Box::new(bucket::Bucket::new(&thresholds)),
         ];
         Detectors { list, thresholds }
     }

@@ -34,6 +34,7 @@ use mongotap_wire::element;
 use mongotap_wire::Command;
 
 use super::driver::Stack;
+use super::names::Paths;
 use super::snippets::{self, Batch};
 use super::values::{self, At, Keyed};
 use super::{collection, median, ms, Context, Detector, Draft, Severity, Thresholds};
@@ -46,15 +47,13 @@ use crate::view::{OpView, ShapeId};
 /// Paths a value is remembered at, per parent (a value at more places is common
 /// only for small numbers, which are poor links anyway).
 const PATHS_PER_VALUE: usize = 4;
-/// Distinct paths (and, apart, names) remembered across the run.
-const MAX_PATHS: usize = 65_536;
 /// Distinct paths remembered per parent.
 const MAX_PATHS_PER_PARENT: usize = 256;
 /// Links (child shape, path, field) remembered per parent.
 const MAX_LINKS: usize = 256;
 /// Distinct child values remembered per link of one parent.
 const MAX_DISTINCT: usize = 4_096;
-/// Child shapes whose unexplained reads are counted per parent.
+/// Child shapes whose unexplained reads are counted per client.
 const MAX_UNEXPLAINED: usize = 64;
 /// Per-occurrence N values kept per pattern for the typical N.
 const MAX_SAMPLES: usize = 256;
@@ -69,66 +68,9 @@ const MAX_NAMES: usize = 8;
 const INDEX_ALL_FIRST: u64 = 32;
 /// See [`INDEX_ALL_FIRST`].
 const SAMPLE_EVERY: u64 = 16;
-
-/// Dotted paths (or names), interned: parents and links refer to them by number.
-/// Only paths that read as field names are kept: a key that looks like a value (a
-/// number, an ObjectId in hex, an email, something long or odd) must not end up in
-/// a report as a "field", and documents keyed by values must not fill the table.
-#[derive(Default)]
-struct Paths {
-    ids: FxHashMap<Box<[u8]>, u32>,
-    /// The path and the length of its prefix that is an array.
-    names: Vec<(String, Option<usize>)>,
-    /// Paths refused: not plausible field names, or the table was full.
-    refused: u64,
-}
-
-/// Whether `path` reads as a dotted path of field names.
-fn plausible(path: &[u8]) -> bool {
-    if path.is_empty() || path.len() > 256 {
-        return false;
-    }
-    let Ok(text) = std::str::from_utf8(path) else { return false };
-    let mut segments = 0;
-    for seg in text.split('.') {
-        segments += 1;
-        let odd = |c: char| c.is_control() || matches!(c, '`' | '<' | '>' | '|' | '@' | '"' | '\\' | ' ');
-        let hex_id = seg.len() == 24 && seg.bytes().all(|b| b.is_ascii_hexdigit());
-        if seg.is_empty()
-            || seg.len() > 64
-            || seg.bytes().all(|b| b.is_ascii_digit())
-            || hex_id
-            || seg.chars().any(odd)
-        {
-            return false;
-        }
-    }
-    segments <= 8
-}
-
-impl Paths {
-    fn id(&mut self, at: At<'_>) -> Option<u32> {
-        if let Some(id) = self.ids.get(at.path) {
-            return Some(*id);
-        }
-        if self.names.len() >= MAX_PATHS || !plausible(at.path) {
-            self.refused += 1;
-            return None;
-        }
-        let id = self.names.len() as u32;
-        self.ids.insert(at.path.into(), id);
-        self.names.push((String::from_utf8_lossy(at.path).into_owned(), at.array));
-        Some(id)
-    }
-
-    fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("?", |n| n.0.as_str())
-    }
-
-    fn array(&self, id: u32) -> Option<usize> {
-        self.names.get(id as usize).and_then(|n| n.1)
-    }
-}
+/// After this many reads of a shape, the sample is one in `4 * SAMPLE_EVERY`: a page
+/// that is an N+1 on every load still shows within 64 loads.
+const SAMPLE_LONGER_AFTER: u64 = 512;
 
 /// One child shape linked to a parent occurrence through one path and field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,8 +103,22 @@ struct Occurrence {
     paths: Vec<PathStat>,
     pairs: u64,
     links: FxHashMap<LinkKey, Link>,
-    /// Reads of a child shape, during this occurrence, that no open parent explains.
+    /// The client's unexplained-read counts when this parent opened.
+    baseline: FxHashMap<ShapeId, u64>,
+    /// Once it has closed: reads of a child shape during its life that no open
+    /// parent explained.
     unexplained: FxHashMap<ShapeId, u64>,
+}
+
+impl Occurrence {
+    /// Works out what went unexplained during its life, as it leaves its client.
+    fn settle(&mut self, counts: &FxHashMap<ShapeId, u64>) {
+        self.unexplained = counts
+            .iter()
+            .map(|(s, n)| (*s, n - self.baseline.get(s).copied().unwrap_or(0).min(*n)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+    }
 }
 
 /// One path of a parent occurrence.
@@ -203,6 +159,10 @@ struct Client {
     conn: Arc<ConnInfo>,
     last_at: Micros,
     open: Vec<Occurrence>,
+    /// Reads of each child shape that no open parent explained, since the client
+    /// was first seen: a parent's share is the difference over its life (one
+    /// count per read, not one per open parent).
+    unexplained: FxHashMap<ShapeId, u64>,
 }
 
 /// A pattern: parent shape, child shape and the link between them.
@@ -312,6 +272,7 @@ impl NPlusOne {
             conn: conn.clone(),
             last_at: now,
             open: Vec::new(),
+            unexplained: FxHashMap::default(),
         });
         if !Arc::ptr_eq(&c.conn, conn) {
             c.conn = conn.clone();
@@ -322,16 +283,19 @@ impl NPlusOne {
     /// Takes the client's open parents that `which` picks out of the open list.
     fn take(&mut self, key: u64, which: impl Fn(&Occurrence) -> bool) -> (Vec<Occurrence>, Arc<ConnInfo>) {
         let Some(c) = self.clients.get_mut(&key) else { return (Vec::new(), Arc::default()) };
-        let (taken, kept): (Vec<Occurrence>, Vec<Occurrence>) =
+        let (mut taken, kept): (Vec<Occurrence>, Vec<Occurrence>) =
             std::mem::take(&mut c.open).into_iter().partition(|o| which(o));
         c.open = kept;
+        for o in &mut taken {
+            o.settle(&c.unexplained);
+        }
         self.pairs_open -= taken.iter().map(|o| o.pairs).sum::<u64>();
         (taken, c.conn.clone())
     }
 
     /// Closes a parent occurrence: what it shows goes into the patterns.
     fn close(&mut self, occ: &Occurrence, conn: &ConnInfo) {
-        let found = evaluate(occ, &self.t, &self.paths, &self.names);
+        let found = evaluate(occ, None, &self.t, &self.paths, &self.names);
         if let (false, Some(p)) = (found.is_empty(), self.parents.get_mut(&occ.parent)) {
             p.showed += 1;
             for c in &found {
@@ -387,15 +351,13 @@ impl NPlusOne {
         let linked =
             client.open.iter_mut().rev().find(|o| equalities.iter().any(|(_, h)| o.values.contains_key(h)));
         let Some(occ) = linked else {
-            for occ in &mut client.open {
-                let n = occ.unexplained.len();
-                match occ.unexplained.get_mut(&child) {
-                    Some(u) => *u += 1,
-                    None if n < MAX_UNEXPLAINED => {
-                        occ.unexplained.insert(child, 1);
-                    }
-                    None => {}
+            let n = client.unexplained.len();
+            match client.unexplained.get_mut(&child) {
+                Some(u) => *u += 1,
+                None if n < MAX_UNEXPLAINED => {
+                    client.unexplained.insert(child, 1);
                 }
+                None => {}
             }
             return false;
         };
@@ -452,7 +414,9 @@ impl NPlusOne {
         // Which values to index: all of them at first and in one read out of
         // SAMPLE_EVERY; afterwards only the paths that linked, for a shape that
         // showed an N+1, and none for a shape that never did.
-        let everything = shape.indexed < INDEX_ALL_FIRST || shape.reads % SAMPLE_EVERY == 0;
+        // The sample thins out as a shape keeps not showing anything new.
+        let every = if shape.reads < SAMPLE_LONGER_AFTER { SAMPLE_EVERY } else { SAMPLE_EVERY * 4 };
+        let everything = shape.indexed < INDEX_ALL_FIRST || shape.reads % every == 0;
         if !everything && shape.showed == 0 {
             return;
         }
@@ -467,6 +431,7 @@ impl NPlusOne {
             paths: Vec::new(),
             pairs: 0,
             links: FxHashMap::default(),
+            baseline: FxHashMap::default(),
             unexplained: FxHashMap::default(),
         };
         let max = t.max_values_per_parent;
@@ -542,13 +507,15 @@ impl NPlusOne {
         }
         let Some(client) = self.clients.get_mut(&key) else { return };
         self.pairs_open += occ.pairs;
+        occ.baseline = client.unexplained.clone();
         client.open.push(occ);
         if client.open.len() as u64 > self.t.max_open_parents.max(1) {
             // Let go of the oldest parent without children; if all have some, the
             // oldest. Never the one just opened: its children have not come yet.
             let older = client.open.len() - 1;
             let i = client.open[..older].iter().position(|o| o.links.is_empty()).unwrap_or(0);
-            let old = client.open.remove(i);
+            let mut old = client.open.remove(i);
+            old.settle(&client.unexplained);
             self.pairs_open -= old.pairs;
             if !old.links.is_empty() {
                 self.evicted.parents += 1;
@@ -563,7 +530,7 @@ impl NPlusOne {
         let mut all = self.patterns.clone();
         for c in self.clients.values() {
             for occ in &c.open {
-                for contribution in evaluate(occ, &self.t, &self.paths, &self.names) {
+                for contribution in evaluate(occ, Some(&c.unexplained), &self.t, &self.paths, &self.names) {
                     merge(all.entry(contribution.key).or_default(), &contribution, &c.conn);
                 }
             }
@@ -588,7 +555,22 @@ fn read_filter<'a>(cmd: &Command<'a>) -> Option<&'a RawDocument> {
 }
 
 /// Judges one parent occurrence: for each child shape, its best link, if it passes.
-fn evaluate(occ: &Occurrence, t: &Thresholds, paths: &Paths, names: &Paths) -> Vec<Contribution> {
+/// A closed occurrence has its unexplained reads settled; an open one is judged with
+/// its client's counts (`open`), as if it closed now.
+fn evaluate(
+    occ: &Occurrence,
+    open: Option<&FxHashMap<ShapeId, u64>>,
+    t: &Thresholds,
+    paths: &Paths,
+    names: &Paths,
+) -> Vec<Contribution> {
+    let unexplained_of = |shape: ShapeId| match open {
+        Some(counts) => {
+            let now = counts.get(&shape).copied().unwrap_or(0);
+            now - occ.baseline.get(&shape).copied().unwrap_or(0).min(now)
+        }
+        None => occ.unexplained.get(&shape).copied().unwrap_or(0),
+    };
     // Per child shape, its best link: most distinct values, then the best coverage;
     // on a tie (integer ids often coincide: an order's `_id` 7 and its customerId 7),
     // a path that names the child's collection (`customerId` for `customers`), then
@@ -619,7 +601,7 @@ fn evaluate(occ: &Occurrence, t: &Thresholds, paths: &Paths, names: &Paths) -> V
     let mut out: Vec<Contribution> = best
         .into_values()
         .filter_map(|(k, l, coverage)| {
-            let unexplained = occ.unexplained.get(&k.child).copied().unwrap_or(0);
+            let unexplained = unexplained_of(k.child);
             let explained = l.children as f64 / (l.children + unexplained) as f64;
             let distinct = l.distinct.len() as u64;
             let refs = occ.path(k.path).map_or(0, |p| p.refs);
@@ -719,7 +701,7 @@ impl Detector for NPlusOne {
         let parent = (op.docs_returned >= self.t.n_plus_one_min_parent_docs)
             .then(|| v.read_shape())
             .flatten()
-            .zip(v.reply.as_ref().and_then(|r| r.batch_elements()));
+            .zip(v.batch);
         if !self.clients.contains_key(&key) && parent.is_none() {
             return; // The common case: no parent open, none to open.
         }

@@ -35,7 +35,7 @@ pub fn batch_fetch(stack: Stack, b: &Batch<'_>) -> String {
 }
 
 /// `users` -> `User`, `order_lines` -> `OrderLine`: the class an ODM maps to a collection.
-fn class_name(collection: &str) -> String {
+pub(crate) fn class_name(collection: &str) -> String {
     let singular = collection.strip_suffix('s').filter(|s| !s.is_empty()).unwrap_or(collection);
     singular
         .split(['_', '-', '.'])

@@ -51,12 +51,49 @@ pub struct Thresholds {
     /// $lookup: this share of the application's read time raises the severity.
     pub lookup_high_time_share: f64,
 
+    /// Rewrite: whole rewrites of one write shape before it is a finding.
+    pub rewrite_min_count: u64,
+    /// Rewrite: of which rewrites of a document rewritten (or read) before.
+    pub rewrite_min_repeats: u64,
+    /// Rewrite: the typical rewrite changes at most this share of the fields.
+    pub rewrite_max_changed_share: f64,
+    /// Rewrite: a `$set` of this many of a document's known fields rewrites it whole.
+    pub rewrite_whole_set_share: f64,
+    /// Rewrite: a `$set` of an array or sub-document this large re-sends a sub-tree.
+    pub rewrite_min_subtree_bytes: u64,
+    /// Array growth: pushes to one document's array (without `$slice`).
+    pub array_min_pushes_per_doc: u64,
+    /// Array growth: an array this long is too long (and high severity).
+    pub array_max_elements: u64,
+    /// Array growth: reaching 16 MiB within this many days at the observed rate is high severity.
+    pub array_high_days_to_limit: f64,
+    /// Large document: a document this large (bytes) read or written.
+    pub large_document_bytes: u64,
+    /// Large document: this large is high severity.
+    pub large_document_high_bytes: u64,
+    /// Fan-out: runs of one multi-document update of a copied field.
+    pub fan_out_min_runs: u64,
+    /// Fan-out: documents changed per run, on average.
+    pub fan_out_min_docs: u64,
+    /// Fan-out: this many documents per run is high severity.
+    pub fan_out_high_docs: u64,
+    /// Bucket: small inserts of time-stamped documents into one collection.
+    pub bucket_min_inserts: u64,
+    /// Bucket: distinct sources (values of one field) among them.
+    pub bucket_min_sources: u64,
+    /// Bucket: documents per source, on average.
+    pub bucket_min_per_source: u64,
+    /// Bucket: an insert of at most this many documents is a small one.
+    pub bucket_max_docs_per_insert: u64,
+
     /// Bound: clients followed at once (least recently active evicted, counted).
     pub max_clients: u64,
     /// Bound: open parent reads per client.
     pub max_open_parents: u64,
     /// Bound: (value, path) pairs kept per parent read.
     pub max_values_per_parent: u64,
+    /// Bound: documents remembered (their fields' keyed hashes, their pushes).
+    pub max_documents: u64,
     /// Bound: (value, path) pairs kept in all open parent reads together.
     pub max_values_open: u64,
     /// Bound: distinct patterns (parent, child, link) and repeated reads kept.
@@ -83,11 +120,29 @@ impl Default for Thresholds {
             lookup_chain_min_joins: 2,
             lookup_high_share: 0.05,
             lookup_high_time_share: 0.25,
+            rewrite_min_count: 5,
+            rewrite_min_repeats: 3,
+            rewrite_max_changed_share: 0.5,
+            rewrite_whole_set_share: 0.8,
+            rewrite_min_subtree_bytes: 256,
+            array_min_pushes_per_doc: 25,
+            array_max_elements: 250,
+            array_high_days_to_limit: 30.0,
+            large_document_bytes: 1_000_000,
+            large_document_high_bytes: 10_000_000,
+            fan_out_min_runs: 3,
+            fan_out_min_docs: 10,
+            fan_out_high_docs: 1_000,
+            bucket_min_inserts: 500,
+            bucket_min_sources: 5,
+            bucket_min_per_source: 20,
+            bucket_max_docs_per_insert: 10,
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
             max_values_open: 1_000_000,
             max_patterns: 1_024,
+            max_documents: 100_000,
         }
     }
 }
@@ -191,6 +246,91 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: a quarter of the time the application waits on reads",
     },
     ThresholdDoc {
+        key: "rewrite_min_count",
+        meaning: "whole rewrites (replacements, whole-document or whole-sub-tree $set) of one write shape before it is a finding",
+        source: "Sentry's 5 repeats; no tool detects rewrites (DETECTORS.md)",
+    },
+    ThresholdDoc {
+        key: "rewrite_min_repeats",
+        meaning: "of which rewrites of a document already rewritten or read: documents written once are not rewritten",
+        source: "ours: the seeds' negative, whole documents inserted once and never rewritten",
+    },
+    ThresholdDoc {
+        key: "rewrite_max_changed_share",
+        meaning: "the typical rewrite changes at most this share of the fields (more, and a replacement is fair)",
+        source: "ours: the issue's 'a small fraction of fields change'",
+    },
+    ThresholdDoc {
+        key: "rewrite_whole_set_share",
+        meaning: "a $set naming this share of a document's known fields rewrites it whole",
+        source: "ours: 'a $set that covers (almost) every field'",
+    },
+    ThresholdDoc {
+        key: "rewrite_min_subtree_bytes",
+        meaning: "a $set of an array or sub-document this large re-sends a sub-tree",
+        source: "ours: larger than a few small fields; mongoengine sends a whole ListField this way on every save",
+    },
+    ThresholdDoc {
+        key: "array_min_pushes_per_doc",
+        meaning: "pushes (without $slice) to one document's array in the run",
+        source: "ours: a tenth of Compass's 250 elements, seen growing",
+    },
+    ThresholdDoc {
+        key: "array_max_elements",
+        meaning: "an array this long is too long (high severity)",
+        source: "Compass's unbounded-array insight: 250 elements",
+    },
+    ThresholdDoc {
+        key: "array_high_days_to_limit",
+        meaning: "reaching 16 MiB within this many days at the observed rate is high severity",
+        source: "ours: the 16 MiB document limit against the observed growth",
+    },
+    ThresholdDoc {
+        key: "large_document_bytes",
+        meaning: "a document this large (bytes), read or written, is a finding",
+        source: "ours: 'performance suffers long before' 16 MB (the seed); every access moves it whole",
+    },
+    ThresholdDoc {
+        key: "large_document_high_bytes",
+        meaning: "this large is high severity",
+        source: "Compass's bloated-document insight: 10,000,000 bytes",
+    },
+    ThresholdDoc {
+        key: "fan_out_min_runs",
+        meaning: "runs of one multi-document update of a copied field before it is a finding",
+        source: "ours: a single updateMany run once is a migration",
+    },
+    ThresholdDoc {
+        key: "fan_out_min_docs",
+        meaning: "documents changed per run, on average",
+        source: "ours: the seed's 'a single field change requires updating many documents'",
+    },
+    ThresholdDoc {
+        key: "fan_out_high_docs",
+        meaning: "this many documents per run is high severity",
+        source: "ours",
+    },
+    ThresholdDoc {
+        key: "bucket_min_inserts",
+        meaning: "small inserts of time-stamped documents into one collection before it is a finding",
+        source: "ours: a stream, not a handful",
+    },
+    ThresholdDoc {
+        key: "bucket_min_sources",
+        meaning: "distinct values of the source field among them",
+        source: "ours: a category with three values is not a source",
+    },
+    ThresholdDoc {
+        key: "bucket_min_per_source",
+        meaning: "documents per source, on average",
+        source: "ours: the seed's one document per sensor per hour (and time-series collections) pays off from a few dozen readings",
+    },
+    ThresholdDoc {
+        key: "bucket_max_docs_per_insert",
+        meaning: "an insert of at most this many documents is a small one",
+        source: "ours",
+    },
+    ThresholdDoc {
         key: "max_clients",
         meaning: "clients followed at once; the least recently active is evicted and counted",
         source: "bound on memory",
@@ -203,6 +343,11 @@ pub const DOCS: &[ThresholdDoc] = &[
     ThresholdDoc {
         key: "max_values_per_parent",
         meaning: "(value, path) pairs kept per parent read",
+        source: "bound on memory",
+    },
+    ThresholdDoc {
+        key: "max_documents",
+        meaning: "documents remembered for rewrites and array growth (keyed hashes of their fields, their pushes); the least recently used go first",
         source: "bound on memory",
     },
     ThresholdDoc {
@@ -233,6 +378,8 @@ impl Thresholds {
         share("lookup_min_share", self.lookup_min_share)?;
         share("lookup_high_share", self.lookup_high_share)?;
         share("lookup_high_time_share", self.lookup_high_time_share)?;
+        share("rewrite_max_changed_share", self.rewrite_max_changed_share)?;
+        share("rewrite_whole_set_share", self.rewrite_whole_set_share)?;
         let positive = |k: &str, v: f64| {
             if v > 0.0 && v.is_finite() {
                 Ok(())
@@ -243,6 +390,7 @@ impl Thresholds {
         positive("assumed_rtt_ms", self.assumed_rtt_ms)?;
         positive("n_plus_one_max_per_reference", self.n_plus_one_max_per_reference)?;
         positive("n_plus_one_high_cost_ms", self.n_plus_one_high_cost_ms)?;
+        positive("array_high_days_to_limit", self.array_high_days_to_limit)?;
         let counts = [
             ("n_plus_one_min_parent_docs", self.n_plus_one_min_parent_docs, 1_000_000),
             ("n_plus_one_min_children", self.n_plus_one_min_children, 1_000_000),
@@ -258,6 +406,21 @@ impl Thresholds {
             ("max_values_per_parent", self.max_values_per_parent, 100_000_000),
             ("max_values_open", self.max_values_open, 1_000_000_000),
             ("max_patterns", self.max_patterns, 10_000_000),
+            ("max_documents", self.max_documents, 100_000_000),
+            ("rewrite_min_count", self.rewrite_min_count, u64::MAX),
+            ("rewrite_min_repeats", self.rewrite_min_repeats, u64::MAX),
+            ("rewrite_min_subtree_bytes", self.rewrite_min_subtree_bytes, u64::MAX),
+            ("array_min_pushes_per_doc", self.array_min_pushes_per_doc, u64::MAX),
+            ("array_max_elements", self.array_max_elements, u64::MAX),
+            ("large_document_bytes", self.large_document_bytes, u64::MAX),
+            ("large_document_high_bytes", self.large_document_high_bytes, u64::MAX),
+            ("fan_out_min_runs", self.fan_out_min_runs, u64::MAX),
+            ("fan_out_min_docs", self.fan_out_min_docs, u64::MAX),
+            ("fan_out_high_docs", self.fan_out_high_docs, u64::MAX),
+            ("bucket_min_inserts", self.bucket_min_inserts, u64::MAX),
+            ("bucket_min_sources", self.bucket_min_sources, u64::MAX),
+            ("bucket_min_per_source", self.bucket_min_per_source, u64::MAX),
+            ("bucket_max_docs_per_insert", self.bucket_max_docs_per_insert, u64::MAX),
         ];
         for (k, v, most) in counts {
             if v == 0 || v > most {

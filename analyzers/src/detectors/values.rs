@@ -1,11 +1,14 @@
 //! Values as detectors may keep them: keyed hashes, never the values themselves.
 //!
 //! A detector that must compare values later (is this child's `_id` one of the
-//! parent's `authorId`s?) keeps a SipHash of each under a key drawn at random when
-//! the run starts, so its state cannot be turned back into values by hashing
-//! guesses. Only values that can be links are hashed: ObjectIds, strings, integral
-//! numbers (int32, int64 and whole doubles compare equal, as the server compares
-//! them) and binary ids such as UUIDs.
+//! parent's `authorId`s?) keeps a 64-bit hash of each under a 128-bit key drawn at
+//! random when the run starts, so its state cannot be turned back into values by
+//! hashing guesses without the key, which never leaves the process. (The hash is a
+//! folded-multiply one, as fast hash maps use: it runs for every value of every
+//! parent read, and SipHash was a tenth of the analysis. The state stays in memory;
+//! anything written out would use a cryptographic PRF.) Only values that can be
+//! links are hashed: ObjectIds, strings, integral numbers (int32, int64 and whole
+//! doubles compare equal, as the server compares them) and binary ids such as UUIDs.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -20,19 +23,79 @@ const MAX_KEY_BINARY: usize = 64;
 const MAX_DEPTH: usize = 4;
 
 /// Keyed hashing with a random key per run.
-#[derive(Debug, Clone)]
-pub struct Keyed(std::hash::RandomState);
+#[derive(Debug, Clone, Copy)]
+pub struct Keyed {
+    k0: u64,
+    k1: u64,
+}
 
 impl Default for Keyed {
     fn default() -> Self {
-        Keyed(std::hash::RandomState::new())
+        // Two random words from the standard library's per-process random seed.
+        let r = std::hash::RandomState::new();
+        let word = |x: u64| {
+            let mut h = r.build_hasher();
+            h.write_u64(x);
+            h.finish()
+        };
+        Keyed { k0: word(0x9e37_79b9_7f4a_7c15), k1: word(0xc2b2_ae3d_27d4_eb4f) | 1 }
+    }
+}
+
+/// The 128-bit product of two words, folded to 64 bits.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A [`Hasher`] under a [`Keyed`] key.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyedHasher {
+    h: u64,
+    k1: u64,
+    len: u64,
+}
+
+impl Hasher for KeyedHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.h = fold(self.h ^ v, self.k1);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.h = fold(self.h ^ u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56), self.k1);
+        }
+        self.len = self.len.wrapping_add(bytes.len() as u64);
+    }
+
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.h = fold(self.h ^ u64::from(i) ^ 0x0100, self.k1);
+        self.len = self.len.wrapping_add(1);
+    }
+
+    #[inline]
+    fn write_i64(&mut self, i: i64) {
+        self.h = fold(self.h ^ (i as u64), self.k1);
+        self.len = self.len.wrapping_add(8);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        fold(self.h ^ self.len, self.k1 ^ 0x9e37_79b9_7f4a_7c15)
     }
 }
 
 impl Keyed {
     /// The keyed hash of a value that can be a link, or `None` for other values.
     pub fn link(&self, e: &Element<'_>) -> Option<u64> {
-        let mut h = self.0.build_hasher();
+        let mut h = self.hasher();
         match e.kind {
             0x07 => {
                 h.write_u8(b'o');
@@ -74,8 +137,8 @@ impl Keyed {
     }
 
     /// A hasher to feed piece by piece.
-    pub fn hasher(&self) -> impl Hasher {
-        self.0.build_hasher()
+    pub fn hasher(&self) -> KeyedHasher {
+        KeyedHasher { h: self.k0, k1: self.k1, len: 0 }
     }
 }
 
@@ -228,6 +291,13 @@ mod tests {
         assert_eq!(&h[4..], &[None, None, None], "fractions, booleans and nulls are not keys");
         let other_run = Keyed::default();
         assert_ne!(other_run.link(&element::elements(&d).next().unwrap()), h[0], "keyed per run");
+        // Values that differ only in their last bytes, or in length, differ.
+        let mut seen = std::collections::HashSet::new();
+        for s in ["a", "b", "ab", "a\0", "abcdefgh", "abcdefgi", "abcdefghi", "abcdefgh\0"] {
+            let mut hasher = k.hasher();
+            hasher.write(s.as_bytes());
+            assert!(seen.insert(hasher.finish()), "{s:?}");
+        }
     }
 
     #[test]

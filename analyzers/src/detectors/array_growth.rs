@@ -1,0 +1,452 @@
+//! Unbounded array growth (`unbounded_array_growth`): `$push` or `$addToSet` to the
+//! same documents' array again and again, with no `$slice` to bound it (Mongoose
+//! sends every push as `$each`, still without `$slice`). Every later read pulls the
+//! whole array and every write re-serialises it, long before the 16 MB limit. The
+//! seeds' fix is the subset pattern: the latest N embedded (`$each` + `$slice`), the
+//! rest in their own collection, each child referencing its parent.
+//!
+//! Pushes are counted per document (by a keyed hash of the `_id` the filter asks
+//! for); array lengths and document sizes come from later replies that return
+//! those documents. Filters that bound the array themselves (the bucket pattern's
+//! `count: {$lt: 200}`) are left alone.
+
+use std::collections::BTreeSet;
+use std::hash::Hasher;
+
+use bson::RawDocument;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::json;
+
+use mongotap_wire::element::{self, Element};
+
+use super::driver::Stack;
+use super::names::Paths;
+use super::values::{At, Keyed};
+use super::writes::{self, Change};
+use super::{collection, Context, Detector, Draft, Severity};
+use crate::event::Micros;
+use crate::operation::{ConnInfo, NO_APP};
+use crate::report::Finding;
+use crate::view::{OpView, ShapeId};
+
+/// 16 MiB: the document size limit.
+const LIMIT: f64 = 16.0 * 1024.0 * 1024.0;
+/// Apps, drivers and shapes named per finding.
+const MAX_NAMES: usize = 8;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct DocGrowth {
+    pushes: u64,
+    elements: u64,
+    first_at: Micros,
+    last_at: Micros,
+    /// The array's length and the document's size in the latest reply that had it.
+    len: Option<u64>,
+    size: Option<u64>,
+}
+
+#[derive(Default)]
+struct Growth {
+    namespace: String,
+    path: u32,
+    pushes: u64,
+    elements: u64,
+    element_bytes: u64,
+    /// Pushes whose filter names no `_id` (counted, not per document).
+    untargeted: u64,
+    docs: FxHashMap<u64, DocGrowth>,
+    max_len: u64,
+    max_doc_bytes: u64,
+    shapes: BTreeSet<ShapeId>,
+    apps: BTreeSet<String>,
+    drivers: BTreeSet<String>,
+}
+
+/// The array-growth detector.
+pub struct ArrayGrowth {
+    keyed: Keyed,
+    paths: Paths,
+    max_documents: usize,
+    max_arrays: usize,
+    /// By (namespace, path).
+    growth: FxHashMap<(String, u32), Growth>,
+    /// Collections with a growing array: their replies are measured.
+    watched: FxHashSet<String>,
+    /// Documents tracked, across arrays: the bound.
+    tracked: usize,
+    evicted_documents: u64,
+    refused_arrays: u64,
+}
+
+/// Whether a filter bounds the array itself: a range on a field (the bucket
+/// pattern's `count: {$lt: N}`), or an `$exists: false` on an array position.
+fn bounded_by_filter(filter: &RawDocument) -> bool {
+    element::elements(filter).any(|e| {
+        let Some(ops) = e.as_document() else { return false };
+        element::elements(ops).any(|op| match op.key {
+            b"$lt" | b"$lte" | b"$size" => true,
+            b"$exists" => {
+                op.as_bool() == Some(false)
+                    && e.key.rsplit(|b| *b == b'.').next().is_some_and(|s| s.iter().all(u8::is_ascii_digit))
+            }
+            _ => false,
+        })
+    })
+}
+
+fn id_hash(keyed: &Keyed, id: &Element<'_>) -> u64 {
+    let mut h = keyed.hasher();
+    h.write_u8(id.kind);
+    h.write(id.value);
+    h.finish()
+}
+
+/// A duration as people say it: seconds, minutes, hours or days.
+fn duration(seconds: f64) -> String {
+    match seconds {
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7_200.0 => format!("{:.0} minutes", s / 60.0),
+        s if s < 172_800.0 => format!("{:.0} hours", s / 3_600.0),
+        s => format!("{:.0} days", s / 86_400.0),
+    }
+}
+
+/// The array at a dotted path of a document, if there is one there.
+fn array_at<'a>(doc: &'a RawDocument, path: &str) -> Option<&'a RawDocument> {
+    let mut d = doc;
+    let mut segs = path.split('.').peekable();
+    while let Some(seg) = segs.next() {
+        let e = element::find(d, seg)?;
+        if segs.peek().is_none() {
+            return e.as_array();
+        }
+        d = e.as_document()?;
+    }
+    None
+}
+
+impl ArrayGrowth {
+    /// A detector with these thresholds.
+    pub fn new(t: &super::Thresholds) -> ArrayGrowth {
+        ArrayGrowth {
+            keyed: Keyed::default(),
+            paths: Paths::default(),
+            max_documents: t.max_documents as usize,
+            max_arrays: t.max_patterns as usize,
+            growth: FxHashMap::default(),
+            watched: FxHashSet::default(),
+            tracked: 0,
+            evicted_documents: 0,
+            refused_arrays: 0,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        ns: &str,
+        path: &[u8],
+        id: Option<u64>,
+        elements: u64,
+        bytes: u64,
+        shape: Option<ShapeId>,
+        conn: &ConnInfo,
+        at: Micros,
+    ) {
+        let Some(path) = self.paths.id(At { path, array: None }) else { return };
+        let key = (ns.to_owned(), path);
+        if !self.growth.contains_key(&key) && self.growth.len() >= self.max_arrays {
+            self.refused_arrays += 1;
+            return;
+        }
+        if !self.watched.contains(ns) {
+            self.watched.insert(ns.to_owned());
+        }
+        let g = self.growth.entry(key).or_insert_with(|| Growth {
+            namespace: ns.to_owned(),
+            path,
+            ..Growth::default()
+        });
+        g.pushes += 1;
+        g.elements += elements;
+        g.element_bytes += bytes;
+        if let Some(s) = shape {
+            if g.shapes.len() < MAX_NAMES {
+                g.shapes.insert(s);
+            }
+        }
+        let app = conn.app_name.as_deref().unwrap_or(NO_APP);
+        if g.apps.len() < MAX_NAMES && !g.apps.contains(app) {
+            g.apps.insert(app.to_owned());
+        }
+        if let Some(d) = &conn.driver {
+            if g.drivers.len() < MAX_NAMES && !g.drivers.contains(d) {
+                g.drivers.insert(d.clone());
+            }
+        }
+        let Some(id) = id else {
+            g.untargeted += 1;
+            return;
+        };
+        if !g.docs.contains_key(&id) {
+            if self.tracked >= self.max_documents {
+                // Forget the documents pushed to least: they are the least likely to grow.
+                let fewest = g.docs.iter().min_by_key(|(_, d)| d.pushes).map(|(k, _)| *k);
+                match fewest {
+                    Some(k) => {
+                        g.docs.remove(&k);
+                        self.tracked -= 1;
+                        self.evicted_documents += 1;
+                    }
+                    None => {
+                        self.evicted_documents += 1;
+                        return;
+                    }
+                }
+            }
+            self.tracked += 1;
+        }
+        let d = g.docs.entry(id).or_insert(DocGrowth { first_at: at, ..DocGrowth::default() });
+        d.pushes += 1;
+        d.elements += elements;
+        d.last_at = at;
+    }
+
+    /// Array lengths and document sizes from a document a reply returned.
+    fn measure(&mut self, ns: &str, doc: &RawDocument) {
+        let Some(id) = element::find(doc, "_id") else { return };
+        let h = id_hash(&self.keyed, &id);
+        let size = doc.as_bytes().len() as u64;
+        for ((gns, path), g) in self.growth.iter_mut() {
+            if gns != ns {
+                continue;
+            }
+            let Some(d) = g.docs.get_mut(&h) else { continue };
+            let len = array_at(doc, self.paths.name(*path)).map(|a| element::elements(a).count() as u64);
+            d.len = len.or(d.len);
+            d.size = Some(size);
+            g.max_len = g.max_len.max(len.unwrap_or(0));
+            g.max_doc_bytes = g.max_doc_bytes.max(size);
+        }
+    }
+}
+
+impl Detector for ArrayGrowth {
+    fn name(&self) -> &'static str {
+        "unbounded_array_growth"
+    }
+
+    fn on_operation(&mut self, v: &OpView<'_>) {
+        let op = v.op;
+        let Some(cmd) = &v.command else { return };
+        if self.watched.contains(&op.namespace) {
+            if let Some(batch) = v.batch {
+                for d in element::elements(batch).filter_map(|d| d.as_document()) {
+                    self.measure(&op.namespace, d);
+                }
+            }
+            if let Some(value) = v.reply.as_ref().and_then(writes::find_and_modify_value) {
+                self.measure(&op.namespace, value);
+            }
+        }
+        if op.failed() || v.category != crate::command_shape::Category::Write {
+            return;
+        }
+        let shape = v.shape_ids.first().copied().flatten();
+        for u in writes::updates(cmd) {
+            let Change::Operators(ops) = u.change else { continue };
+            if u.filter.is_some_and(bounded_by_filter) {
+                continue;
+            }
+            let id = u.filter.and_then(writes::id_of).map(|e| id_hash(&self.keyed, &e));
+            let ns = u.namespace.unwrap_or(&op.namespace);
+            for group in element::elements(ops).filter(|e| e.key == b"$push" || e.key == b"$addToSet") {
+                for p in group.as_document().into_iter().flat_map(element::elements) {
+                    let modifiers = p.as_document().filter(|d| {
+                        element::elements(d).next().is_some_and(|f| f.key.first() == Some(&b'$'))
+                    });
+                    let (elements, bytes) = match modifiers {
+                        Some(m) => {
+                            if element::find(m, "$slice").is_some() {
+                                continue; // Bounded: the subset pattern.
+                            }
+                            let each = element::find(m, "$each").and_then(|e| e.as_array());
+                            let n = each.map_or(1, |a| element::elements(a).count() as u64);
+                            (n, each.map_or(p.value.len(), |a| a.as_bytes().len()) as u64)
+                        }
+                        None => (1, p.value.len() as u64),
+                    };
+                    self.push(ns, p.key, id, elements, bytes, shape, &op.conn, op.started_at);
+                }
+            }
+        }
+    }
+
+    fn evictions(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("documents", self.evicted_documents),
+            ("arrays", self.refused_arrays),
+            ("paths", self.paths.refused),
+        ]
+    }
+
+    fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
+        let t = ctx.thresholds;
+        let mut out = Vec::new();
+        let mut all: Vec<&Growth> = self.growth.values().collect();
+        all.sort_by(|a, b| {
+            (&a.namespace, self.paths.name(a.path)).cmp(&(&b.namespace, self.paths.name(b.path)))
+        });
+        for g in all {
+            let Some((_, top)) = g.docs.iter().max_by_key(|(k, d)| (d.pushes, **k)) else { continue };
+            let max_len = g.max_len.max(top.len.unwrap_or(0));
+            if top.pushes < t.array_min_pushes_per_doc && max_len < t.array_max_elements {
+                continue;
+            }
+            let field = self.paths.name(g.path).to_owned();
+            let mut per_doc: Vec<u64> = g.docs.values().map(|d| d.pushes).collect();
+            per_doc.sort_unstable();
+            let p50 = per_doc[per_doc.len() / 2];
+            let elem_bytes = g.element_bytes as f64 / g.elements.max(1) as f64;
+            let span = (top.last_at.saturating_sub(top.first_at) as f64 / 1e6).max(1.0);
+            let growth_per_s = top.elements as f64 / span * elem_bytes;
+            let size = top.size.map_or(top.elements as f64 * elem_bytes, |s| s as f64);
+            let seconds =
+                if growth_per_s > 0.0 { (LIMIT - size).max(0.0) / growth_per_s } else { f64::INFINITY };
+            let days = seconds / 86_400.0;
+            let severity = if max_len >= t.array_max_elements || days <= t.array_high_days_to_limit {
+                Severity::High
+            } else {
+                Severity::Medium
+            };
+            let coll = collection(&g.namespace);
+            let stack = Stack::from_driver(g.drivers.iter().next().map(String::as_str));
+            let recommendation = format!(
+                "{coll}.{field} grows by $push without $slice: {pushes} pushes, up to {top} on one document \
+                 (p50 {p50} per document over {docs} documents){len}. Every read of such a document pulls the whole \
+                 array and every write re-serialises it; at the rate seen here ({top} pushes in {span}) the busiest \
+                 one would reach 16 MB in {eta}. Keep a bounded subset embedded ($push with $each and $slice) and the \
+                 rest in its own collection, each child referencing its {coll} document.",
+                pushes = g.pushes,
+                top = top.pushes,
+                docs = g.docs.len(),
+                len = if max_len > 0 { format!("; the longest array seen has {max_len} elements") } else { String::new() },
+                span = duration(span),
+                eta = if seconds.is_finite() { format!("about {}", duration(seconds)) } else { "an unknown time".to_owned() },
+            );
+            let child = field.rsplit('.').next().unwrap_or(&field).to_owned();
+            let parent_id = format!("{}Id", coll.strip_suffix('s').unwrap_or(coll));
+            let fix = match stack.language {
+                super::driver::Language::Python => format!(
+                    "# the subset pattern: the latest 10 embedded, every one in its own collection\n\
+                     db.{child}.insert_one({{\"{parent_id}\": doc_id, **item}})\n\
+                     db.{coll}.update_one({{\"_id\": doc_id}}, {{\"$push\": {{\"{field}\": {{\"$each\": [item], \"$slice\": -10}}}}}})"
+                ),
+                _ => format!(
+                    "// the subset pattern: the latest 10 embedded, every one in its own collection\n\
+                     db.{child}.insertOne({{ {parent_id}: docId, ...item }});\n\
+                     db.{coll}.updateOne({{ _id: docId }}, {{ $push: {{ {field}: {{ $each: [item], $slice: -10 }} }} }});"
+                ),
+            };
+            let shapes: Vec<ShapeId> = g.shapes.iter().copied().collect();
+            out.push(
+                Draft {
+                    kind: "unbounded_array_growth",
+                    severity,
+                    namespace: &g.namespace,
+                    shapes: &shapes,
+                    evidence: json!({
+                        "count": g.pushes,
+                        "elements_pushed": g.elements,
+                        "documents": g.docs.len(),
+                        "pushes_per_document": {"max": top.pushes, "p50": p50},
+                        "pushes_without_id": g.untargeted,
+                        "longest_array_seen": if max_len > 0 { json!(max_len) } else { json!(null) },
+                        "largest_document_bytes_seen": if g.max_doc_bytes > 0 { json!(g.max_doc_bytes) } else { json!(null) },
+                        "element_bytes_mean": elem_bytes.round(),
+                        "seconds_to_16mb_at_observed_rate": if seconds.is_finite() { json!(seconds.round()) } else { json!(null) },
+                        "apps": g.apps,
+                        "thresholds": {
+                            "array_min_pushes_per_doc": t.array_min_pushes_per_doc,
+                            "array_max_elements": t.array_max_elements,
+                            "array_high_days_to_limit": t.array_high_days_to_limit,
+                        },
+                    }),
+                    recommendation,
+                    fix: Some(fix),
+                    extra: vec![("field", json!(field))],
+                }
+                .finding(),
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use crate::script::Script;
+
+    fn push(s: &mut Script, c: u64, id: i32, u: bson::Document, filter: Option<bson::Document>) {
+        let q = filter.unwrap_or(doc! {"_id": id});
+        s.exchange(
+            c,
+            doc! {"update": "products", "updates": [{"q": q, "u": u}], "$db": "shop"},
+            doc! {"n": 1, "nModified": 1, "ok": 1.0},
+        );
+    }
+
+    fn growth(s: Script) -> Vec<crate::report::Finding> {
+        s.run().findings().into_iter().filter(|f| f.kind == "unbounded_array_growth").collect()
+    }
+
+    #[test]
+    fn a_viral_products_reviews_are_unbounded_and_mongooses_each_counts_too() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "nodejs|Mongoose 6.20.0|8.24.10");
+        for i in 0..300 {
+            push(
+                &mut s,
+                c,
+                1,
+                doc! {"$push": {"reviews": {"$each": [{"stars": 5, "text": "great"}]}}, "$inc": {"__v": 1}},
+                None,
+            );
+            if i % 100 == 0 {
+                let reviews: Vec<bson::Document> =
+                    (0..=i).map(|_| doc! {"stars": 5, "text": "great"}).collect();
+                s.find_one(c, "shop.products", doc! {"_id": 1}, Some(doc! {"_id": 1, "reviews": reviews}));
+            }
+        }
+        for id in 2..5 {
+            push(&mut s, c, id, doc! {"$push": {"reviews": {"stars": 1}}}, None);
+        }
+        let f = growth(s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].extra["field"].as_str(), f[0].severity.as_str()), (Some("reviews"), "high"));
+        assert_eq!(f[0].evidence["pushes_per_document"]["max"], 300);
+        assert_eq!(f[0].evidence["longest_array_seen"], 201);
+    }
+
+    #[test]
+    fn sliced_pushes_bucket_guards_and_thin_spreads_are_not_unbounded() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for _ in 0..300 {
+            push(&mut s, c, 1, doc! {"$push": {"reviews": {"$each": [{"stars": 5}], "$slice": -10}}}, None);
+            push(
+                &mut s,
+                c,
+                0,
+                doc! {"$push": {"r": {"v": 1}}, "$inc": {"count": 1}},
+                Some(doc! {"sensorId": "s1", "hour": 7, "count": {"$lt": 200}}),
+            );
+        }
+        for id in 0..400 {
+            push(&mut s, c, id, doc! {"$push": {"comments": {"t": "x"}}}, None);
+        }
+        assert!(growth(s).is_empty());
+    }
+}

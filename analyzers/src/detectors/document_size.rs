@@ -1,0 +1,280 @@
+//! Large documents (`large_document`): documents read or written whole that are
+//! large enough to cost on every access. The seed: "document size limit is 16 MB,
+//! but performance suffers long before that with large, frequently rewritten
+//! documents". Sizes come from the wire: each returned document's length prefix,
+//! each inserted or replacing document's. For the largest document of a
+//! collection, the field that makes most of it is named.
+
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
+use serde_json::json;
+
+use mongotap_wire::element;
+
+use super::names::plausible;
+use super::writes::{self, Change};
+use super::{Context, Detector, Draft, Severity};
+use crate::command_shape::Category;
+use crate::event::Micros;
+use crate::operation::NO_APP;
+use crate::report::Finding;
+use crate::view::OpView;
+
+/// Size buckets: powers of two up to 64 MiB.
+const BUCKETS: usize = 27;
+/// Apps named per collection.
+const MAX_NAMES: usize = 8;
+
+#[derive(Default)]
+struct Sizes {
+    namespace: String,
+    /// Documents by size bucket (2^i bytes and up).
+    buckets: [u64; BUCKETS],
+    read: u64,
+    written: u64,
+    max: u64,
+    /// The largest document's biggest field and its size.
+    biggest_field: Option<(String, u64)>,
+    over: u64,
+    first_at: Micros,
+    last_at: Micros,
+    apps: BTreeSet<String>,
+}
+
+impl Sizes {
+    fn quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.buckets.iter().sum();
+        let target = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= target {
+                return (1u64 << (i + 1)).min(self.max.max(1));
+            }
+        }
+        self.max
+    }
+}
+
+/// The large-document detector.
+pub struct DocumentSize {
+    threshold: u64,
+    max_namespaces: usize,
+    sizes: FxHashMap<String, Sizes>,
+    refused: u64,
+}
+
+impl DocumentSize {
+    /// A detector with these thresholds.
+    pub fn new(t: &super::Thresholds) -> DocumentSize {
+        DocumentSize {
+            threshold: t.large_document_bytes,
+            max_namespaces: t.max_patterns as usize,
+            sizes: FxHashMap::default(),
+            refused: 0,
+        }
+    }
+
+    /// The sizes of a collection, made room for if need be.
+    fn sizes(&mut self, ns: &str, at: Micros) -> Option<&mut Sizes> {
+        if self.sizes.contains_key(ns) {
+            return self.sizes.get_mut(ns);
+        }
+        if self.sizes.len() >= self.max_namespaces {
+            self.refused += 1;
+            return None;
+        }
+        Some(self.sizes.entry(ns.to_owned()).or_insert_with(|| Sizes {
+            namespace: ns.to_owned(),
+            first_at: at,
+            ..Sizes::default()
+        }))
+    }
+}
+
+impl Sizes {
+    fn note(&mut self, doc: &bson::RawDocument, read: bool, threshold: u64, app: &str, at: Micros) {
+        let size = doc.as_bytes().len() as u64;
+        let bucket = (63 - size.max(1).leading_zeros() as usize).min(BUCKETS - 1);
+        self.buckets[bucket] += 1;
+        if read {
+            self.read += 1;
+        } else {
+            self.written += 1;
+        }
+        self.last_at = at;
+        if size >= threshold {
+            self.over += 1;
+            if self.apps.len() < MAX_NAMES && !self.apps.contains(app) {
+                self.apps.insert(app.to_owned());
+            }
+        }
+        if size > self.max {
+            self.max = size;
+            if size >= threshold {
+                // Only for a new largest one: a walk over its top level.
+                self.biggest_field = element::elements(doc)
+                    .filter(|e| plausible(e.key))
+                    .max_by_key(|e| e.value.len())
+                    .map(|e| (String::from_utf8_lossy(e.key).into_owned(), e.value.len() as u64));
+            }
+        }
+    }
+}
+
+impl Detector for DocumentSize {
+    fn name(&self) -> &'static str {
+        "large_document"
+    }
+
+    fn on_operation(&mut self, v: &OpView<'_>) {
+        let op = v.op;
+        let Some(cmd) = &v.command else { return };
+        let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
+        let (at, threshold) = (op.started_at, self.threshold);
+        let value = match cmd.name {
+            "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(writes::find_and_modify_value),
+            _ => None,
+        };
+        if v.batch.is_some() || value.is_some() {
+            let Some(s) = self.sizes(&op.namespace, at) else { return };
+            for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
+                s.note(d, true, threshold, app, at);
+            }
+            if let Some(value) = value {
+                s.note(value, true, threshold, app, at);
+            }
+        }
+        if v.category != Category::Write {
+            return;
+        }
+        for (ns, d) in writes::inserts(cmd) {
+            if let Some(s) = self.sizes(ns.unwrap_or(&op.namespace), at) {
+                s.note(d, false, threshold, app, at);
+            }
+        }
+        for u in writes::updates(cmd) {
+            if let Change::Replacement(d) = u.change {
+                if let Some(s) = self.sizes(u.namespace.unwrap_or(&op.namespace), at) {
+                    s.note(d, false, threshold, app, at);
+                }
+            }
+        }
+    }
+
+    fn evictions(&self) -> Vec<(&'static str, u64)> {
+        vec![("namespaces", self.refused)]
+    }
+
+    fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
+        let t = ctx.thresholds;
+        let mut all: Vec<&Sizes> = self.sizes.values().filter(|s| s.max >= t.large_document_bytes).collect();
+        all.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        all.into_iter()
+            .map(|s| {
+                let severity =
+                    if s.max >= t.large_document_high_bytes { Severity::High } else { Severity::Medium };
+                let coll = super::collection(&s.namespace);
+                let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+                let (field, field_bytes) = s.biggest_field.clone().unwrap_or_default();
+                let recommendation = format!(
+                    "{over} documents of {ns} of {threshold} or more were read or written whole (the largest \
+                     {max}, p50 {p50} over all {total}){field_text}. Every read and write moves them whole, long \
+                     before the 16 MB limit. Move what grows or is rarely needed out of the document: an \
+                     unbounded list into its own collection (or a bounded subset kept here), large binary \
+                     content into GridFS, and project only the fields a page reads.",
+                    over = s.over,
+                    ns = s.namespace,
+                    threshold = mb(t.large_document_bytes),
+                    max = mb(s.max),
+                    p50 = mb(s.quantile(0.5)),
+                    total = s.read + s.written,
+                    field_text = if field.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; most of the largest is `{field}` ({})", mb(field_bytes))
+                    },
+                );
+                let fix = if field.is_empty() {
+                    format!("// read only what the page needs:\ndb.{coll}.find({{ /* ... */ }}, {{ /* the fields the page reads */ }})")
+                } else {
+                    format!(
+                        "// keep `{field}` out of the hot document: its own collection (or GridFS for files), one\n\
+                         // document per item, referencing the parent; read it only where it is shown:\n\
+                         db.{coll}_{field}.insertOne({{ parentId: doc._id, {field}: doc.{field} }})\n\
+                         db.{coll}.updateOne({{ _id: doc._id }}, {{ $unset: {{ {field}: \"\" }} }})\n\
+                         // meanwhile, project it away where it is not needed:\n\
+                         db.{coll}.find({{ /* ... */ }}, {{ {field}: 0 }})"
+                    )
+                };
+                Draft {
+                    kind: "large_document",
+                    severity,
+                    namespace: &s.namespace,
+                    shapes: &[],
+                    evidence: json!({
+                        "count": s.over,
+                        "documents_seen": s.read + s.written,
+                        "read": s.read,
+                        "written": s.written,
+                        "max_bytes": s.max,
+                        "p50_bytes": s.quantile(0.5),
+                        "p99_bytes": s.quantile(0.99),
+                        "largest_field": if field.is_empty() { json!(null) } else { json!({"field": field, "bytes": field_bytes}) },
+                        "apps": s.apps,
+                        "first_seen": crate::report::rfc3339(s.first_at),
+                        "last_seen": crate::report::rfc3339(s.last_at),
+                        "thresholds": {
+                            "large_document_bytes": t.large_document_bytes,
+                            "large_document_high_bytes": t.large_document_high_bytes,
+                        },
+                    }),
+                    recommendation,
+                    fix: Some(fix),
+                    extra: if field.is_empty() { Vec::new() } else { vec![("field", json!(field))] },
+                }
+                .finding()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{doc, spec::BinarySubtype, Binary};
+
+    use crate::script::Script;
+
+    fn blob(bytes: usize) -> Binary {
+        Binary { subtype: BinarySubtype::Generic, bytes: vec![7; bytes] }
+    }
+
+    #[test]
+    fn large_documents_are_found_with_their_biggest_field_and_small_ones_are_not() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "files", "PyMongo 4.20.1");
+        for i in 0..3 {
+            s.exchange(
+                c,
+                doc! {"insert": "attachments", "documents": [{"_id": i, "name": "a", "data": blob(2_500_000)}], "$db": "f"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+            s.find_one(
+                c,
+                "f.attachments",
+                doc! {"_id": i},
+                Some(doc! {"_id": i, "name": "a", "data": blob(2_500_000)}),
+            );
+        }
+        for i in 0..100 {
+            s.find_one(c, "f.users", doc! {"_id": i}, Some(doc! {"_id": i, "name": "x".repeat(500)}));
+        }
+        let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "large_document").collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].namespace.as_str(), f[0].severity.as_str()), ("f.attachments", "medium"));
+        assert_eq!(f[0].evidence["count"], 6);
+        assert_eq!(f[0].extra["field"], "data");
+        assert!(f[0].recommendation.contains("`data` (2.5 MB)"), "{}", f[0].recommendation);
+    }
+}
