@@ -21,6 +21,7 @@
 //! - [`document_size`]: documents large enough to cost on every access.
 //! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
 //! - [`bucket`]: one small document per time-stamped reading.
+//! - [`over_fetch`]: frequent reads of whole documents that are mostly one large field.
 //! - [`writes`]: the update statements and inserted documents of any write command.
 
 pub mod array_growth;
@@ -31,6 +32,7 @@ pub mod fan_out;
 pub mod lookup_chain;
 pub mod n_plus_one;
 mod names;
+pub mod over_fetch;
 pub mod redundant_query;
 pub mod rewrite;
 pub mod snippets;
@@ -134,6 +136,7 @@ impl Detectors {
             Box::new(document_size::DocumentSize::new(&thresholds)),
             Box::new(fan_out::FanOut::new(&thresholds)),
             Box::new(bucket::Bucket::new(&thresholds)),
+            Box::new(over_fetch::OverFetch::new(&thresholds)),
         ];
         Detectors { list, thresholds }
     }
@@ -169,9 +172,10 @@ impl Detectors {
         }
     }
 
-    /// Every detector's findings, reconciled: a redundant query that is the child
-    /// of an N+1 (the last of its shape ids) is said once, in the N+1 (batching its
-    /// children removes both).
+    /// Every detector's findings, reconciled so that one problem is said once: a
+    /// redundant query that is the child of an N+1 (the last of its shape ids), in
+    /// the N+1 (batching its children removes both); an over-fetch of the field that
+    /// makes documents large, in the large_document finding.
     pub fn findings(&self, table: &AccessTable) -> Vec<Finding> {
         let ctx = Context::new(table, &self.thresholds);
         let mut all: Vec<Finding> = self.list.iter().flat_map(|d| d.findings(&ctx)).collect();
@@ -181,6 +185,19 @@ impl Detectors {
             .filter_map(|f| f.shape_ids.last().cloned())
             .collect();
         all.retain(|f| f.kind != "redundant_query" || !f.shape_ids.iter().any(|s| children.contains(s)));
+        // An over-fetch of the field that makes a document large is said once, in the
+        // large_document finding (which asks for the same projection, and more).
+        let large: Vec<(String, Option<Value>)> = all
+            .iter()
+            .filter(|f| f.kind == "large_document")
+            .map(|f| (f.namespace.clone(), f.extra.get("field").cloned()))
+            .collect();
+        all.retain(|f| {
+            f.kind != "over_fetch"
+                || !large
+                    .iter()
+                    .any(|(ns, field)| *ns == f.namespace && field.as_ref() == f.extra.get("field"))
+        });
         all
     }
 

@@ -85,6 +85,12 @@ pub struct Thresholds {
     pub bucket_min_per_source: u64,
     /// Bucket: an insert of at most this many documents is a small one.
     pub bucket_max_docs_per_insert: u64,
+    /// Over-fetch: reads of one shape without a projection.
+    pub over_fetch_min_reads: u64,
+    /// Over-fetch: their documents' mean size (bytes).
+    pub over_fetch_min_doc_bytes: u64,
+    /// Over-fetch: one field makes at least this share of them.
+    pub over_fetch_min_field_share: f64,
 
     /// Bound: clients followed at once (least recently active evicted, counted).
     pub max_clients: u64,
@@ -137,6 +143,9 @@ impl Default for Thresholds {
             bucket_min_sources: 5,
             bucket_min_per_source: 20,
             bucket_max_docs_per_insert: 10,
+            over_fetch_min_reads: 10,
+            over_fetch_min_doc_bytes: 8_192,
+            over_fetch_min_field_share: 0.6,
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
@@ -331,6 +340,21 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours",
     },
     ThresholdDoc {
+        key: "over_fetch_min_reads",
+        meaning: "reads of one shape without a projection before it is a finding",
+        source: "ours: as for $lookup, a read run a few times is not a page",
+    },
+    ThresholdDoc {
+        key: "over_fetch_min_doc_bytes",
+        meaning: "their documents' mean size (bytes)",
+        source: "ours: a few kilobytes, where a projection starts to matter",
+    },
+    ThresholdDoc {
+        key: "over_fetch_min_field_share",
+        meaning: "one field (an embedded array or sub-document) makes at least this share of them",
+        source: "the seed: a page that shows a name and a price still pulls the whole reviews array",
+    },
+    ThresholdDoc {
         key: "max_clients",
         meaning: "clients followed at once; the least recently active is evicted and counted",
         source: "bound on memory",
@@ -380,6 +404,7 @@ impl Thresholds {
         share("lookup_high_time_share", self.lookup_high_time_share)?;
         share("rewrite_max_changed_share", self.rewrite_max_changed_share)?;
         share("rewrite_whole_set_share", self.rewrite_whole_set_share)?;
+        share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
         let positive = |k: &str, v: f64| {
             if v > 0.0 && v.is_finite() {
                 Ok(())
