@@ -148,3 +148,95 @@ fn the_schema_wants_an_n_plus_ones_link() {
     v["findings"][0].as_object_mut().unwrap().remove("link");
     assert!(!validator.is_valid(&v));
 }
+
+/// A scripted shop with one of each write and over-embedding finding: orders
+/// replaced whole to add a line, a product's reviews pushed without a slice and read
+/// whole, a copied name rewritten in every comment, readings inserted one by one,
+/// and large attachments.
+fn writes_report() -> Report {
+    use bson::{doc, spec::BinarySubtype, Binary, DateTime};
+    use mongotap_analyzers::script::Script;
+    let mut s = Script::new();
+    let web = s.connect("10.0.0.7:50001", "shop-web", "PyMongo|c 4.20.1|");
+    let order = |id: i32, lines: i32| {
+        let lines: Vec<bson::Document> =
+            (0..lines).map(|i| doc! {"sku": format!("P-{i}"), "qty": 1}).collect();
+        doc! {"_id": id, "customer": {"id": 7, "name": "A. Kumar"}, "status": "open", "lines": lines, "total": 10.0}
+    };
+    for round in 0..6 {
+        for id in 0..3 {
+            s.find_one(web, "shop.orders", doc! {"_id": id}, Some(order(id, 10 + round)));
+            s.exchange(
+                web,
+                doc! {"update": "orders", "updates": [{"q": {"_id": id}, "u": order(id, 11 + round)}], "$db": "shop"},
+                doc! {"n": 1, "nModified": 1, "ok": 1.0},
+            );
+        }
+    }
+    let review = doc! {"stars": 4, "text": "fine ".repeat(40)};
+    for n in 0..300 {
+        s.exchange(
+            web,
+            doc! {"update": "products", "updates": [{"q": {"_id": 1}, "u": {"$push": {"reviews": review.clone()}}}], "$db": "shop"},
+            doc! {"n": 1, "nModified": 1, "ok": 1.0},
+        );
+        if n % 20 == 19 {
+            let reviews: Vec<bson::Document> = (0..=n).map(|_| review.clone()).collect();
+            s.find_one(
+                web,
+                "shop.products",
+                doc! {"_id": 1},
+                Some(doc! {"_id": 1, "name": "lamp", "reviews": reviews}),
+            );
+        }
+    }
+    for user in 0..4 {
+        s.exchange(
+            web,
+            doc! {"update": "comments", "updates": [{"q": {"authorId": user}, "u": {"$set": {"authorName": "new"}}, "multi": true}], "$db": "shop"},
+            doc! {"n": 120, "nModified": 120, "ok": 1.0},
+        );
+    }
+    for i in 0..600i64 {
+        s.exchange(
+            web,
+            doc! {"insert": "readings", "documents": [{"sensorId": format!("s-{}", i % 12), "ts": DateTime::from_millis(1_796_169_600_000 + i * 100), "value": 21.5}], "$db": "shop"},
+            doc! {"n": 1, "ok": 1.0},
+        );
+    }
+    for id in 0..3 {
+        let data = Binary { subtype: BinarySubtype::Generic, bytes: vec![7; 1_500_000] };
+        s.exchange(
+            web,
+            doc! {"insert": "attachments", "documents": [{"_id": id, "name": "scan.pdf", "data": data}], "$db": "shop"},
+            doc! {"n": 1, "ok": 1.0},
+        );
+    }
+    let mut p = Pipeline::default();
+    s.run_into(&mut p);
+    Report::build(&p, RunFacts::default())
+}
+
+#[test]
+fn writes_report_matches_golden_and_schema() {
+    let r = writes_report();
+    let mut kinds: Vec<&str> = r.findings.iter().map(|f| f.kind.as_str()).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "bucket_candidate",
+            "fan_out_update",
+            "full_document_rewrite",
+            "large_document",
+            "over_fetch",
+            "unbounded_array_growth"
+        ]
+    );
+    let text = json::render(&r);
+    assert_valid(&text);
+    check("writes.report.json", &text);
+    assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
+    check("writes.report.md", &markdown::render(&r));
+    assert!(!text.contains("A. Kumar") && !text.contains("fine fine"), "no literal value in the report");
+}

@@ -323,13 +323,14 @@ impl Detector for ArrayGrowth {
             let stack = Stack::from_driver(g.drivers.iter().next().map(String::as_str));
             let recommendation = format!(
                 "{coll}.{field} grows by $push without $slice: {pushes} pushes, up to {top} on one document \
-                 (p50 {p50} per document over {docs} documents){len}. Every read of such a document pulls the whole \
+                 (p50 {p50} per document over {docs} document{plural}){len}. Every read of such a document pulls the whole \
                  array and every write re-serialises it; at the rate seen here ({top} pushes in {span}) the busiest \
                  one would reach 16 MB in {eta}. Keep a bounded subset embedded ($push with $each and $slice) and the \
                  rest in its own collection, each child referencing its {coll} document.",
                 pushes = g.pushes,
                 top = top.pushes,
                 docs = g.docs.len(),
+                plural = if g.docs.len() == 1 { "" } else { "s" },
                 len = if max_len > 0 { format!("; the longest array seen has {max_len} elements") } else { String::new() },
                 span = duration(span),
                 eta = if seconds.is_finite() { format!("about {}", duration(seconds)) } else { "an unknown time".to_owned() },
