@@ -23,7 +23,8 @@ pub struct OpView<'o> {
     /// The reply as a command reply, when there is one.
     pub reply: Option<CommandReply<'o>>,
     /// The documents a cursor reply returned (`firstBatch` or `nextBatch`), as the
-    /// document an array is on the wire; found once for every analyzer.
+    /// document an array is on the wire; found once for every analyzer. `None` when
+    /// the batch is empty.
     pub batch: Option<&'o RawDocument>,
     /// Read, write or other.
     pub category: Category,
@@ -47,7 +48,8 @@ impl<'o> OpView<'o> {
             Some(c) => (command_shape::category(c), command_shape::shapes(c)),
             None => (Category::Command, Vec::new()),
         };
-        let batch = reply.as_ref().and_then(|r| r.batch_elements());
+        // Most replies carry no documents; finding the batch costs a walk, so skip it.
+        let batch = if op.docs_returned > 0 { reply.as_ref().and_then(|r| r.batch_elements()) } else { None };
         OpView { op, command, reply, category, statements, batch, shape_ids: Vec::new(), cursor_of: None }
     }
 

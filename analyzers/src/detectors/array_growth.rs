@@ -239,7 +239,8 @@ impl Detector for ArrayGrowth {
     fn on_operation(&mut self, v: &OpView<'_>) {
         let op = v.op;
         let Some(cmd) = &v.command else { return };
-        if self.watched.contains(&op.namespace) {
+        let returned = v.batch.is_some() || cmd.name.eq_ignore_ascii_case("findAndModify");
+        if returned && self.watched.contains(&op.namespace) {
             if let Some(batch) = v.batch {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {
                     self.measure(&op.namespace, d);

@@ -5,7 +5,7 @@
 //! each inserted or replacing document's. For the largest document of a
 //! collection, the field that makes most of it is named.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 use serde_json::json;
@@ -19,7 +19,7 @@ use crate::command_shape::Category;
 use crate::event::Micros;
 use crate::operation::NO_APP;
 use crate::report::Finding;
-use crate::view::OpView;
+use crate::view::{OpView, ShapeId};
 
 /// Size buckets: powers of two up to 64 MiB.
 const BUCKETS: usize = 27;
@@ -61,7 +61,11 @@ impl Sizes {
 pub struct DocumentSize {
     threshold: u64,
     max_namespaces: usize,
+    /// Written documents, by namespace.
     sizes: FxHashMap<String, Sizes>,
+    /// Read documents, by the shape of the read (a number to hash, not a string):
+    /// merged by namespace when findings are asked for.
+    reads: FxHashMap<ShapeId, Sizes>,
     refused: u64,
 }
 
@@ -72,8 +76,21 @@ impl DocumentSize {
             threshold: t.large_document_bytes,
             max_namespaces: t.max_patterns as usize,
             sizes: FxHashMap::default(),
+            reads: FxHashMap::default(),
             refused: 0,
         }
+    }
+
+    /// The read sizes of a shape, made room for if need be.
+    fn read_sizes(&mut self, shape: ShapeId, ns: &str, at: Micros) -> Option<&mut Sizes> {
+        if !self.reads.contains_key(&shape) {
+            if self.reads.len() >= self.max_namespaces * 8 {
+                self.refused += 1;
+                return None;
+            }
+            self.reads.insert(shape, Sizes { namespace: ns.to_owned(), first_at: at, ..Sizes::default() });
+        }
+        self.reads.get_mut(&shape)
     }
 
     /// The sizes of a collection, made room for if need be.
@@ -94,6 +111,27 @@ impl DocumentSize {
 }
 
 impl Sizes {
+    /// Adds another's figures (the same namespace).
+    fn absorb(&mut self, o: &Sizes) {
+        for (a, b) in self.buckets.iter_mut().zip(o.buckets) {
+            *a += b;
+        }
+        self.read += o.read;
+        self.written += o.written;
+        self.over += o.over;
+        if o.max > self.max {
+            self.max = o.max;
+            self.biggest_field = o.biggest_field.clone();
+        }
+        self.first_at = if self.first_at == 0 { o.first_at } else { self.first_at.min(o.first_at) };
+        self.last_at = self.last_at.max(o.last_at);
+        for a in &o.apps {
+            if self.apps.len() < MAX_NAMES {
+                self.apps.insert(a.clone());
+            }
+        }
+    }
+
     fn note(&mut self, doc: &bson::RawDocument, read: bool, threshold: u64, app: &str, at: Micros) {
         let size = doc.as_bytes().len() as u64;
         let bucket = (63 - size.max(1).leading_zeros() as usize).min(BUCKETS - 1);
@@ -137,8 +175,8 @@ impl Detector for DocumentSize {
             "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(writes::find_and_modify_value),
             _ => None,
         };
-        if v.batch.is_some() || value.is_some() {
-            let Some(s) = self.sizes(&op.namespace, at) else { return };
+        if let (true, Some(shape)) = (v.batch.is_some() || value.is_some(), v.read_shape()) {
+            let Some(s) = self.read_sizes(shape, &op.namespace, at) else { return };
             for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
                 s.note(d, true, threshold, app, at);
             }
@@ -169,8 +207,23 @@ impl Detector for DocumentSize {
 
     fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
         let t = ctx.thresholds;
-        let mut all: Vec<&Sizes> = self.sizes.values().filter(|s| s.max >= t.large_document_bytes).collect();
-        all.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+        let large: BTreeSet<&str> = self
+            .sizes
+            .values()
+            .chain(self.reads.values())
+            .filter(|s| s.max >= t.large_document_bytes)
+            .map(|s| s.namespace.as_str())
+            .collect();
+        let mut merged: BTreeMap<&str, Sizes> = BTreeMap::new();
+        for s in
+            self.sizes.values().chain(self.reads.values()).filter(|s| large.contains(s.namespace.as_str()))
+        {
+            merged
+                .entry(&s.namespace)
+                .or_insert_with(|| Sizes { namespace: s.namespace.clone(), ..Sizes::default() })
+                .absorb(s);
+        }
+        let all: Vec<&Sizes> = merged.values().collect();
         all.into_iter()
             .map(|s| {
                 let severity =

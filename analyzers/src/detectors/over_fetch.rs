@@ -21,16 +21,20 @@ use crate::operation::NO_APP;
 use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
-/// Documents of a shape looked at in full: the first ones, then one in this many.
+/// Reads of a shape whose documents are looked at: the first ones, then one in this many.
 const LOOK_FIRST: u64 = 64;
 /// See [`LOOK_FIRST`].
 const LOOK_EVERY: u64 = 64;
+/// Documents looked at per read.
+const LOOK_PER_READ: usize = 16;
 /// Apps named per finding.
 const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Stat {
     namespace: String,
+    /// The shape has a projection: not this detector's business.
+    projected: bool,
     reads: u64,
     docs: u64,
     looked: u64,
@@ -69,29 +73,43 @@ impl Detector for OverFetch {
 
     fn on_operation(&mut self, v: &OpView<'_>) {
         let (Some(cmd), Some(batch), Category::Read) = (&v.command, v.batch, v.category) else { return };
-        if !matches!(cmd.name, "find" | "getMore") || element::find(cmd.body, "projection").is_some() {
+        if !matches!(cmd.name, "find" | "getMore") {
             return;
         }
         let Some(shape) = v.read_shape() else { return };
-        if !self.stats.contains_key(&shape) && self.stats.len() >= self.max_shapes {
-            self.refused += 1;
+        let op = v.op;
+        let s = match self.stats.get_mut(&shape) {
+            Some(s) => s,
+            None => {
+                if self.stats.len() >= self.max_shapes {
+                    self.refused += 1;
+                    return;
+                }
+                // A projection is part of the shape: looked at once per shape. (A
+                // getMore's shape is its find's, which is all that is known of it.)
+                let projected = cmd.name == "find" && element::find(cmd.body, "projection").is_some();
+                self.stats.entry(shape).or_insert_with(|| Stat {
+                    namespace: op.namespace.clone(),
+                    projected,
+                    ..Stat::default()
+                })
+            }
+        };
+        if s.projected {
             return;
         }
-        let op = v.op;
-        let s = self
-            .stats
-            .entry(shape)
-            .or_insert_with(|| Stat { namespace: op.namespace.clone(), ..Stat::default() });
         s.reads += 1;
+        s.docs += op.docs_returned;
+        // Documents are looked at in the first reads of a shape, then in one read in
+        // LOOK_EVERY: a shape's documents look alike.
+        if s.reads > LOOK_FIRST && s.reads % LOOK_EVERY != 0 {
+            return;
+        }
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
         if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
             s.apps.insert(app.to_owned());
         }
-        for d in element::elements(batch).filter_map(|d| d.as_document()) {
-            s.docs += 1;
-            if s.docs > LOOK_FIRST && s.docs % LOOK_EVERY != 0 {
-                continue;
-            }
+        for d in element::elements(batch).filter_map(|d| d.as_document()).take(LOOK_PER_READ) {
             s.looked += 1;
             let size = d.as_bytes().len() as u64;
             s.bytes += size;
