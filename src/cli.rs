@@ -85,6 +85,16 @@ pub struct ProxyArgs {
     /// trips (N+1) with it, since staging answers locally (default 1, or [detectors] assumed_rtt_ms).
     #[arg(long, env = "MONGOTAP_ASSUMED_RTT_MS", value_name = "MS")]
     pub assumed_rtt_ms: Option<f64>,
+    /// Do not open mongotap's own connection to the upstream to read the indexes of the
+    /// collections in use (listIndexes); the index advisor then knows only what the
+    /// traffic shows. Its credentials come from the --upstream URI or from
+    /// MONGOTAP_UPSTREAM_USERNAME / MONGOTAP_UPSTREAM_PASSWORD / MONGOTAP_UPSTREAM_AUTH_SOURCE.
+    #[arg(long, env = "MONGOTAP_NO_SIDE_CONNECTION")]
+    pub no_side_connection: bool,
+    /// How often the side connection reads a collection's indexes again, in seconds
+    /// (at once after a createIndexes or dropIndexes passes through).
+    #[arg(long, env = "MONGOTAP_INDEX_REFRESH", default_value_t = 60, value_name = "SECONDS")]
+    pub index_refresh: u64,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,8 @@
 //! - [`config`]: the optional TOML file.
 //! - [`output`]: writing reports atomically, and the end-of-run summary.
 //! - [`admin`]: the live HTTP endpoint; [`metrics`]: its Prometheus text.
+//! - [`side_connection`]: mongotap's own connection to the upstream, reading the
+//!   indexes of the collections in use for the index advisor.
 //!
 //! The codec is the `mongotap-wire` crate; everything learned from the traffic is in
 //! `mongotap-analyzers`.
@@ -22,3 +24,4 @@ pub mod config;
 pub mod metrics;
 pub mod output;
 pub mod proxy;
+pub mod side_connection;

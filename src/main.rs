@@ -9,6 +9,8 @@ use clap::Parser;
 use cli::{Cli, Commands, ProxyArgs, ReportArgs};
 use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
+use mongotap::side_connection::{SideConfig, SideConnection};
+use mongotap_analyzers::detectors::catalog::IndexCatalog;
 use mongotap_analyzers::detectors::{Detectors, Thresholds};
 use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;
@@ -69,6 +71,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         }
         thresholds.assumed_rtt_ms = rtt;
     }
+    let catalog = IndexCatalog::shared();
     let pipeline = Pipeline::with_detectors(
         Limits::default(),
         TableLimits {
@@ -76,13 +79,25 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
             show_values: args.show_values,
             ..TableLimits::default()
         },
-        Detectors::new(thresholds),
+        Detectors::with_catalog(thresholds, catalog.clone()),
     );
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {
         let proxy = Proxy::start_with(config.clone(), pipeline)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let side = if args.no_side_connection {
+            catalog.lock().unwrap_or_else(|e| e.into_inner()).set_side("off (--no-side-connection)");
+            None
+        } else {
+            let config = SideConfig {
+                upstream: args.upstream.clone(),
+                refresh: Duration::from_secs(args.index_refresh.max(1)),
+            };
+            let side = SideConnection::new(config, catalog);
+            tokio::spawn(side.clone().run());
+            Some(side)
+        };
         if args.admin != "off" {
             match tokio::net::TcpListener::bind(&args.admin).await {
                 Ok(l) => {
@@ -112,6 +127,10 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         tracing::info!("shutting down");
         let dropped = proxy.shared().tap.dropped();
         let analysis = proxy.shutdown().await;
+        if let Some(side) = side {
+            // A short run may end before the side connection read its collections.
+            let _ = tokio::time::timeout(Duration::from_secs(5), side.refresh(usize::MAX)).await;
+        }
         let p = analysis.pipeline().lock().unwrap_or_else(|e| e.into_inner());
         let r = Report::build(&p, RunFacts { events_dropped: dropped });
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;

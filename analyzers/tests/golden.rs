@@ -240,3 +240,87 @@ fn writes_report_matches_golden_and_schema() {
     check("writes.report.md", &markdown::render(&r));
     assert!(!text.contains("A. Kumar") && !text.contains("fine fine"), "no literal value in the report");
 }
+
+/// A scripted shop whose indexes the traffic shows (the application's own
+/// `listIndexes`): an order history with no ESR index, a redundant and an unused
+/// index, and queries that existing indexes serve.
+fn indexes_report() -> Report {
+    use bson::doc;
+    use mongotap_analyzers::script::{batch, Script};
+    let mut s = Script::new();
+    let web = s.connect("10.0.0.7:50001", "shop-web", "PyMongo 4.20.1");
+    let listed = |keys: Vec<(bson::Document, &str, bool)>| {
+        keys.into_iter()
+            .map(|(key, name, unique)| doc! {"v": 2, "key": key, "name": name, "unique": unique})
+            .collect::<Vec<_>>()
+    };
+    s.exchange(
+        web,
+        doc! {"listIndexes": "orders", "cursor": {}, "$db": "shop"},
+        batch(
+            "shop.orders",
+            listed(vec![
+                (doc! {"_id": 1}, "_id_", false),
+                (doc! {"createdAt": 1}, "createdAt_1", false),
+                (doc! {"customerId": 1}, "customerId_1", false),
+                (doc! {"legacyCode": 1}, "legacyCode_1", false),
+            ]),
+            0,
+            true,
+        ),
+    );
+    s.exchange(
+        web,
+        doc! {"listIndexes": "users", "cursor": {}, "$db": "shop"},
+        batch(
+            "shop.users",
+            listed(vec![
+                (doc! {"_id": 1}, "_id_", false),
+                (doc! {"email": 1}, "email_1", true),
+                (doc! {"name": 1}, "name_1", false),
+                (doc! {"name": 1, "email": 1}, "name_1_email_1", false),
+            ]),
+            0,
+            true,
+        ),
+    );
+    for i in 0..40 {
+        s.exchange(
+            web,
+            doc! {"find": "orders", "filter": {"customerId": i % 9, "status": "open"}, "sort": {"createdAt": -1}, "limit": 10, "$db": "shop"},
+            batch("shop.orders", vec![doc! {"_id": i, "customerId": i % 9, "status": "open", "createdAt": i}], 0, true),
+        );
+        s.find(web, "shop.orders", doc! {"customerId": i % 9}, vec![]);
+        s.exchange(
+            web,
+            doc! {"find": "orders", "filter": {"createdAt": {"$gte": i}}, "sort": {"createdAt": 1}, "limit": 5, "$db": "shop"},
+            batch("shop.orders", vec![], 0, true),
+        );
+        s.find(web, "shop.users", doc! {"email": format!("u{i}@example.com")}, vec![]);
+        s.find(web, "shop.users", doc! {"name": "A. Kumar", "email": format!("u{i}@example.com")}, vec![]);
+    }
+    let mut p = Pipeline::default();
+    s.run_into(&mut p);
+    Report::build(&p, RunFacts::default())
+}
+
+#[test]
+fn indexes_report_matches_golden_and_schema() {
+    let r = indexes_report();
+    let kinds: Vec<(&str, &str)> =
+        r.findings.iter().map(|f| (f.kind.as_str(), f.namespace.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("missing_index", "shop.orders"),
+            ("unused_index", "shop.orders"),
+            ("redundant_index", "shop.users")
+        ]
+    );
+    let text = json::render(&r);
+    assert_valid(&text);
+    check("indexes.report.json", &text);
+    assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
+    check("indexes.report.md", &markdown::render(&r));
+    assert!(!text.contains("A. Kumar") && !text.contains("example.com"), "no literal value in the report");
+}

@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,"
-                  "large_document,fan_out_update,bucket_candidate,over_fetch")
+                  "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index")
 CLIENT_TIMEOUT = 120
 
 started = []  # every process this runner started, for cleanup

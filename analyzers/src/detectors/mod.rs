@@ -22,13 +22,21 @@
 //! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
 //! - [`bucket`]: one small document per time-stamped reading.
 //! - [`over_fetch`]: frequent reads of whole documents that are mostly one large field.
+//! - [`esr`]: what a query needs from an index, by the Equality-Sort-Range rule.
+//! - [`catalog`]: the indexes that exist, and where that knowledge came from.
+//! - [`index_fit`]: how well an index serves a query's needs.
+//! - [`index_advisor`]: missing, redundant and unused indexes.
 //! - [`writes`]: the update statements and inserted documents of any write command.
 
 pub mod array_growth;
 pub mod bucket;
+pub mod catalog;
 pub mod document_size;
 pub mod driver;
+pub mod esr;
 pub mod fan_out;
+pub mod index_advisor;
+pub mod index_fit;
 pub mod lookup_chain;
 pub mod n_plus_one;
 mod names;
@@ -125,8 +133,15 @@ pub struct Detectors {
 }
 
 impl Detectors {
-    /// Every detector, with these thresholds.
+    /// Every detector, with these thresholds; the index advisor knows only the
+    /// indexes the traffic shows.
     pub fn new(thresholds: Thresholds) -> Detectors {
+        Detectors::with_catalog(thresholds, catalog::IndexCatalog::shared())
+    }
+
+    /// Every detector, the index advisor reading `catalog` (which a side connection
+    /// to the upstream may fill).
+    pub fn with_catalog(thresholds: Thresholds, catalog: catalog::SharedCatalog) -> Detectors {
         let list: Vec<Box<dyn Detector>> = vec![
             Box::new(n_plus_one::NPlusOne::new(&thresholds)),
             Box::new(redundant_query::RedundantQuery::new(&thresholds)),
@@ -137,6 +152,7 @@ impl Detectors {
             Box::new(fan_out::FanOut::new(&thresholds)),
             Box::new(bucket::Bucket::new(&thresholds)),
             Box::new(over_fetch::OverFetch::new(&thresholds)),
+            Box::new(index_advisor::IndexAdvisor::new(catalog)),
         ];
         Detectors { list, thresholds }
     }

@@ -91,6 +91,14 @@ pub struct Thresholds {
     pub over_fetch_min_doc_bytes: u64,
     /// Over-fetch: one field makes at least this share of them.
     pub over_fetch_min_field_share: f64,
+    /// Index advisor: executions of the shapes an index would serve before it is recommended.
+    pub index_min_count: u64,
+    /// Index advisor: a sorted `$in` with more values than this is a range, not an equality.
+    pub index_in_max_points: u64,
+    /// Index advisor: shapes that are this share of all reads and writes make a missing index high severity.
+    pub index_high_share: f64,
+    /// Index advisor: operations on a collection before one of its indexes may be called unused.
+    pub unused_index_min_operations: u64,
 
     /// Bound: clients followed at once (least recently active evicted, counted).
     pub max_clients: u64,
@@ -146,6 +154,10 @@ impl Default for Thresholds {
             over_fetch_min_reads: 10,
             over_fetch_min_doc_bytes: 8_192,
             over_fetch_min_field_share: 0.6,
+            index_min_count: 5,
+            index_in_max_points: 200,
+            index_high_share: 0.05,
+            unused_index_min_operations: 100,
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
@@ -355,6 +367,26 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "the seed: a page that shows a name and a price still pulls the whole reviews array",
     },
     ThresholdDoc {
+        key: "index_min_count",
+        meaning: "executions of the query shapes an index would serve before it is recommended",
+        source: "ours, as Sentry's 5 repeats: a query run a handful of times is a page, a one-off is not (Atlas asks 60 s of slow queries a day)",
+    },
+    ThresholdDoc {
+        key: "index_in_max_points",
+        meaning: "a sorted $in with more values than this is a range in the ESR order, not an equality",
+        source: "MongoDB's planner merges at most internalQueryMaxScansToExplode (200) point scans to keep a sort (the ESR guide)",
+    },
+    ThresholdDoc {
+        key: "index_high_share",
+        meaning: "shapes that are this share of all reads and writes make a missing index high severity",
+        source: "ours: a page among the top ~20 operations, as for $lookup",
+    },
+    ThresholdDoc {
+        key: "unused_index_min_operations",
+        meaning: "operations on a collection before one of its indexes may be called unused (low severity, with the window)",
+        source: "ours: Atlas calls an index unused after 7 days without use; mongotap says how long it watched",
+    },
+    ThresholdDoc {
         key: "max_clients",
         meaning: "clients followed at once; the least recently active is evicted and counted",
         source: "bound on memory",
@@ -405,6 +437,7 @@ impl Thresholds {
         share("rewrite_max_changed_share", self.rewrite_max_changed_share)?;
         share("rewrite_whole_set_share", self.rewrite_whole_set_share)?;
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
+        share("index_high_share", self.index_high_share)?;
         let positive = |k: &str, v: f64| {
             if v > 0.0 && v.is_finite() {
                 Ok(())
@@ -446,6 +479,9 @@ impl Thresholds {
             ("bucket_min_sources", self.bucket_min_sources, u64::MAX),
             ("bucket_min_per_source", self.bucket_min_per_source, u64::MAX),
             ("bucket_max_docs_per_insert", self.bucket_max_docs_per_insert, u64::MAX),
+            ("index_min_count", self.index_min_count, u64::MAX),
+            ("index_in_max_points", self.index_in_max_points, 1_000_000),
+            ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
         ];
         for (k, v, most) in counts {
             if v == 0 || v > most {

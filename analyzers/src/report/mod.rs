@@ -314,6 +314,20 @@ impl Finding {
                 let l: Vec<String> = self.extra.get("lookups")?.as_array()?.iter().filter_map(text).collect();
                 Some(format!("{} joins {}", self.namespace, l.join(", ")))
             }
+            "missing_index" => {
+                let key: Vec<String> = self
+                    .extra
+                    .get("index")?
+                    .get("key")?
+                    .as_array()?
+                    .iter()
+                    .filter_map(|k| Some(format!("{}: {}", k.get(0)?.as_str()?, k.get(1)?)))
+                    .collect();
+                Some(format!("{} needs {{{}}}", self.namespace, key.join(", ")))
+            }
+            "redundant_index" | "unused_index" => {
+                self.extra.get("index_name").and_then(text).map(|n| format!("{} index {n}", self.namespace))
+            }
             _ => self.extra.get("field").and_then(text).map(|f| format!("{}.{f}", self.namespace)),
         }
     }

@@ -1,0 +1,189 @@
+//! mongotap's own connection to the upstream, for what the traffic cannot tell the
+//! index advisor: the indexes of the collections the application uses. It runs
+//! `listIndexes` on each collection the advisor asks for, a few a second, again
+//! every `refresh`, and at once after a `createIndexes`/`dropIndexes` passed
+//! through. Its credentials come from the upstream URI or from
+//! `MONGOTAP_UPSTREAM_USERNAME`/`MONGOTAP_UPSTREAM_PASSWORD` (and
+//! `MONGOTAP_UPSTREAM_AUTH_SOURCE`), never from the captured traffic. When it
+//! cannot connect or is refused, it says so once, retries now and then, and the
+//! advisor falls back to what the traffic shows.
+
+use std::time::Duration;
+
+use mongodb::bson::{doc, Document, RawDocumentBuf};
+use mongodb::options::{ClientOptions, Credential};
+use mongotap_analyzers::detectors::catalog::{IndexSpec, SharedCatalog, Source};
+use mongotap_events::Clock;
+
+/// Collections read per second at most.
+const PER_SECOND: usize = 20;
+/// How long one `listIndexes` may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait after a failure before trying again.
+const BACKOFF: Duration = Duration::from_secs(30);
+
+/// Where and how often.
+#[derive(Debug, Clone)]
+pub struct SideConfig {
+    /// `--upstream` as given: `host:port` or a `mongodb://` URI.
+    pub upstream: String,
+    /// How often a collection's indexes are read again.
+    pub refresh: Duration,
+}
+
+/// The URI the side connection uses: a `mongodb://` URI as given, or a direct
+/// connection to `host:port`.
+pub fn uri(upstream: &str) -> String {
+    if upstream.contains("://") {
+        upstream.to_owned()
+    } else {
+        format!("mongodb://{upstream}/?directConnection=true")
+    }
+}
+
+async fn client(config: &SideConfig) -> Result<mongodb::Client, String> {
+    let mut options = ClientOptions::parse(uri(&config.upstream)).await.map_err(|e| e.to_string())?;
+    options.app_name = Some("mongotap-side-connection".into());
+    options.server_selection_timeout = Some(TIMEOUT);
+    options.connect_timeout = Some(TIMEOUT);
+    options.max_pool_size = Some(2);
+    if let Ok(user) = std::env::var("MONGOTAP_UPSTREAM_USERNAME") {
+        let mut c = Credential::default();
+        c.username = Some(user);
+        c.password = std::env::var("MONGOTAP_UPSTREAM_PASSWORD").ok();
+        c.source = std::env::var("MONGOTAP_UPSTREAM_AUTH_SOURCE").ok();
+        options.credential = Some(c);
+    }
+    mongodb::Client::with_options(options).map_err(|e| e.to_string())
+}
+
+/// The indexes of `namespace` (none when the collection does not exist yet).
+async fn list_indexes(
+    client: &mongodb::Client,
+    namespace: &str,
+) -> Result<Vec<IndexSpec>, mongodb::error::Error> {
+    let (db, coll) = namespace.split_once('.').unwrap_or((namespace, ""));
+    let reply = client.database(db).run_command(doc! {"listIndexes": coll}).await;
+    let reply = match reply {
+        Ok(r) => r,
+        // NamespaceNotFound: no collection, no index.
+        Err(e) if matches!(*e.kind, mongodb::error::ErrorKind::Command(ref c) if c.code == 26) => {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(e),
+    };
+    let batch =
+        reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
+    Ok(batch
+        .iter()
+        .filter_map(|d| d.as_document())
+        .filter_map(|d: &Document| RawDocumentBuf::try_from(d).ok())
+        .filter_map(|raw| IndexSpec::from_document(&raw))
+        .collect())
+}
+
+/// The side connection: its client, once connected, and its health.
+pub struct SideConnection {
+    config: SideConfig,
+    catalog: SharedCatalog,
+    clock: Clock,
+    state: tokio::sync::Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    client: Option<mongodb::Client>,
+    healthy: Option<bool>,
+    retry_at: Option<tokio::time::Instant>,
+    disabled: bool,
+}
+
+impl SideConnection {
+    /// A side connection filling `catalog`; nothing happens until [`SideConnection::run`].
+    pub fn new(config: SideConfig, catalog: SharedCatalog) -> std::sync::Arc<SideConnection> {
+        std::sync::Arc::new(SideConnection {
+            config,
+            catalog,
+            clock: Clock::new(),
+            state: Default::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, mongotap_analyzers::detectors::catalog::IndexCatalog> {
+        self.catalog.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the indexes of up to `most` collections that are due. The live proxy
+    /// calls it every second; a last call before the final report catches the
+    /// collections of a short run.
+    pub async fn refresh(&self, most: usize) {
+        let mut st = self.state.lock().await;
+        if st.disabled || st.retry_at.is_some_and(|t| tokio::time::Instant::now() < t) {
+            return;
+        }
+        let due = self.lock().due(self.clock.now(), self.config.refresh.as_micros() as u64);
+        if due.is_empty() {
+            return;
+        }
+        if st.client.is_none() {
+            match client(&self.config).await {
+                Ok(c) => st.client = Some(c),
+                Err(e) => {
+                    self.lock().set_side(format!("not started: {e}"));
+                    tracing::warn!("side connection to the upstream not started: {e}; index knowledge comes from the traffic only");
+                    st.disabled = true;
+                    return;
+                }
+            }
+        }
+        let c = st.client.clone().expect("just set");
+        for ns in due.into_iter().take(most) {
+            match tokio::time::timeout(TIMEOUT, list_indexes(&c, &ns)).await {
+                Ok(Ok(specs)) => {
+                    if st.healthy != Some(true) {
+                        tracing::info!(upstream = %self.config.upstream, "side connection: reading the indexes of the collections in use (listIndexes)");
+                        st.healthy = Some(true);
+                    }
+                    let mut cat = self.lock();
+                    cat.install(&ns, specs, Source::SideConnection, self.clock.now());
+                    cat.set_side("connected");
+                }
+                failed => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("listIndexes took more than {TIMEOUT:?}"),
+                    };
+                    if st.healthy != Some(false) {
+                        tracing::warn!(
+                            upstream = %self.config.upstream,
+                            "side connection: cannot read indexes ({why}); using what the traffic shows, retrying every {BACKOFF:?}"
+                        );
+                        st.healthy = Some(false);
+                    }
+                    self.lock().set_side(format!("failing: {why}"));
+                    st.retry_at = Some(tokio::time::Instant::now() + BACKOFF);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Refreshes every second until the process ends.
+    pub async fn run(self: std::sync::Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.refresh(PER_SECOND).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_connects_directly_and_uris_are_kept() {
+        assert_eq!(uri("127.0.0.1:27017"), "mongodb://127.0.0.1:27017/?directConnection=true");
+        assert_eq!(uri("mongodb://u:p@h:1/?authSource=admin"), "mongodb://u:p@h:1/?authSource=admin");
+    }
+}

@@ -1,0 +1,172 @@
+//! The ESR index advisor end to end: the Rust `mongodb` driver through mongotap
+//! against a real SecantusDB, with mongotap's side connection reading the indexes
+//! that really exist (some created behind the proxy's back, where only
+//! `listIndexes` can see them).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bson::{doc, Document};
+use futures_util::TryStreamExt;
+use mongodb::options::{FindOptions, IndexOptions};
+use mongodb::{Client, Collection, IndexModel};
+use mongotap::proxy::Proxy;
+use mongotap::side_connection::{SideConfig, SideConnection};
+use mongotap_analyzers::detectors::catalog::{IndexCatalog, SharedCatalog, Source};
+use mongotap_analyzers::detectors::{Detectors, Thresholds};
+use mongotap_analyzers::exchange::Limits;
+use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_analyzers::report::{json, Finding, Report, RunFacts};
+use mongotap_analyzers::table::TableLimits;
+use support::*;
+
+async fn proxy_with_side_connection(upstream: &str) -> (Proxy, SharedCatalog) {
+    let catalog = IndexCatalog::shared();
+    let pipeline = Pipeline::with_detectors(
+        Limits::default(),
+        TableLimits::default(),
+        Detectors::with_catalog(Thresholds::default(), catalog.clone()),
+    );
+    let proxy = Proxy::start_with(proxy_config(upstream), pipeline).await.unwrap();
+    let side = SideConfig { upstream: upstream.to_owned(), refresh: Duration::from_secs(60) };
+    tokio::spawn(SideConnection::new(side, catalog.clone()).run());
+    (proxy, catalog)
+}
+
+/// Waits until the side connection has read `ns`'s indexes and they number `n`.
+async fn wait_for_indexes(catalog: &SharedCatalog, ns: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        {
+            let c = catalog.lock().unwrap();
+            if let Some(k) = c.get(ns) {
+                if k.source == Source::SideConnection && k.indexes.len() == n {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "the side connection did not read {ns}: {:?}", c.get(ns));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn findings(proxy: &Proxy) -> Vec<Finding> {
+    let p = proxy.analysis().pipeline().lock().unwrap();
+    let r = Report::build(&p, RunFacts::default());
+    assert_valid_report(&json::render(&r));
+    r.findings.into_iter().filter(|f| f.kind.ends_with("_index")).collect()
+}
+
+/// A page of `filter` sorted by `sort`, at most `limit` documents.
+async fn page(orders: &Collection<Document>, filter: Document, sort: Document, limit: i64) -> Vec<Document> {
+    let opts = FindOptions::builder().sort(sort).limit(limit).build();
+    orders.find(filter).with_options(opts).await.unwrap().try_collect().await.unwrap()
+}
+
+async fn order_history(orders: &Collection<Document>, times: i64) {
+    for i in 0..times {
+        let p =
+            page(orders, doc! {"customerId": i % 20, "status": "shipped"}, doc! {"createdAt": -1}, 10).await;
+        assert!(!p.is_empty());
+    }
+}
+
+/// Queries the existing indexes serve fully: never a finding.
+async fn served_queries(orders: &Collection<Document>) {
+    for i in 0..20 {
+        orders.find_one(doc! {"_id": i}).await.unwrap();
+        page(orders, doc! {"createdAt": {"$gte": i * 10}}, doc! {"createdAt": 1}, 5).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_history_without_its_esr_index_is_flagged_until_the_index_is_created() {
+    let upstream = Upstream::start();
+    // Seeded directly, with two indexes the proxy never sees being created.
+    let direct =
+        Client::with_uri_str(format!("mongodb://{}/?directConnection=true", upstream.addr())).await.unwrap();
+    let seeded = direct.database("shop").collection::<Document>("orders");
+    seeded
+        .insert_many((0..400).map(|i| {
+            let status = if (i / 20) % 2 == 0 { "shipped" } else { "open" };
+            doc! {"_id": i, "customerId": i % 20, "status": status, "createdAt": i, "total": i * 3}
+        }))
+        .await
+        .unwrap();
+    seeded.create_index(IndexModel::builder().keys(doc! {"createdAt": 1}).build()).await.unwrap();
+    seeded.create_index(IndexModel::builder().keys(doc! {"customerId": 1}).build()).await.unwrap();
+
+    let (proxy, catalog) = proxy_with_side_connection(&upstream.addr()).await;
+    let client = Client::with_uri_str(uri(proxy.local_addr(), "shop-api")).await.unwrap();
+    let orders = client.database("shop").collection::<Document>("orders");
+    order_history(&orders, 40).await;
+    served_queries(&orders).await;
+    wait_for_indexes(&catalog, "shop.orders", 3).await;
+
+    let f = findings(&proxy);
+    assert_eq!(f.len(), 1, "one missing index, nothing about the served queries: {f:#?}");
+    let m = &f[0];
+    assert_eq!((m.kind.as_str(), m.namespace.as_str()), ("missing_index", "shop.orders"));
+    let key = m.extra["index"]["key"].as_array().unwrap();
+    let eq: std::collections::BTreeSet<&str> = key[..2].iter().map(|k| k[0].as_str().unwrap()).collect();
+    assert_eq!(eq, ["customerId", "status"].into(), "{key:?}");
+    assert_eq!(key[2], serde_json::json!(["createdAt", -1]));
+    assert_eq!(key.len(), 3);
+    assert_eq!(m.evidence["count"], 40);
+    assert_eq!(m.evidence["index_knowledge"], Source::SideConnection.as_str());
+    let existing = m.evidence["existing_indexes"].to_string();
+    assert!(existing.contains("createdAt") && existing.contains("customerId"), "{existing}");
+    let fix = m.fix.as_deref().unwrap();
+    assert!(fix.starts_with("db.orders.createIndex({customerId: 1, status: 1, createdAt: -1})"), "{fix}");
+    assert!(fix.contains("dropIndex(\"customerId_1\")"), "the new index makes customerId_1 redundant: {fix}");
+
+    // The fix, applied through the proxy: the finding is gone from the next report,
+    // and the index it makes redundant is reported.
+    orders
+        .create_index(
+            IndexModel::builder()
+                .keys(doc! {"customerId": 1, "status": 1, "createdAt": -1})
+                .options(IndexOptions::builder().name("history".to_owned()).build())
+                .build(),
+        )
+        .await
+        .unwrap();
+    order_history(&orders, 10).await;
+    wait_for_indexes(&catalog, "shop.orders", 4).await;
+    let f = findings(&proxy);
+    let kinds: Vec<(&str, &str)> =
+        f.iter().map(|f| (f.kind.as_str(), f.extra["index_name"].as_str().unwrap_or(""))).collect();
+    assert_eq!(kinds, [("redundant_index", "customerId_1")], "{f:#?}");
+    assert!(f[0].fix.as_deref().unwrap().contains("db.orders.dropIndex(\"customerId_1\")"));
+
+    client.shutdown().await;
+    let analysis = proxy.shutdown().await;
+    assert_eq!(analysis.pipeline().lock().unwrap().exchange_stats().parse_errors, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_side_connection_the_traffic_tells_the_indexes() {
+    let upstream = Upstream::start();
+    // No side connection: what the application's own createIndexes and listIndexes show.
+    let proxy = start_proxy(&upstream.addr()).await;
+    let client = Client::with_uri_str(uri(proxy.local_addr(), "shop-api")).await.unwrap();
+    let orders = client.database("shop").collection::<Document>("orders");
+    orders
+        .insert_many(
+            (0..100).map(|i| doc! {"_id": i, "customerId": i % 20, "status": "shipped", "createdAt": i}),
+        )
+        .await
+        .unwrap();
+    orders.create_index(IndexModel::builder().keys(doc! {"createdAt": 1}).build()).await.unwrap();
+    let listed: Vec<IndexModel> = orders.list_indexes().await.unwrap().try_collect().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    order_history(&orders, 20).await;
+    served_queries(&orders).await;
+    let f = findings(&proxy);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].evidence["index_knowledge"], Source::TrafficListIndexes.as_str());
+    assert_eq!(f[0].severity, "high", "known indexes, a frequent shape");
+    client.shutdown().await;
+    proxy.shutdown().await;
+}

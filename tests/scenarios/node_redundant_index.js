@@ -1,0 +1,27 @@
+// I6: the Node driver creates {customerId: 1} and later {customerId: 1, createdAt: -1}; 30 history pages
+// find({customerId}).sort({createdAt: -1}) use the wider one, and new orders keep maintaining both.
+// mongotap should report redundant_index on DB.orders (customerId_1, a prefix of the other) and nothing else.
+'use strict';
+const { nodeRequire, args, check, run } = require('./common');
+const { MongoClient } = nodeRequire('mongodb');
+
+run(async () => {
+  const { uri, dbName } = args();
+  const client = await MongoClient.connect(uri);
+  try {
+    const db = client.db(dbName);
+    await db.dropDatabase();
+    const orders = db.collection('orders');
+    await orders.createIndex({ customerId: 1 });
+    await orders.createIndex({ customerId: 1, createdAt: -1 });
+    await orders.insertMany(Array.from({ length: 300 }, (_, i) => ({ customerId: i % 20, createdAt: i, total: i })));
+    for (let i = 0; i < 30; i++) {
+      const page = await orders.find({ customerId: i % 20 }).sort({ createdAt: -1 }).limit(5).toArray();
+      check(page.length === 5, `history page ${i} has ${page.length} orders`);
+      await orders.insertOne({ customerId: i % 20, createdAt: 1000 + i, total: 1 });
+    }
+    console.log('30 history pages and 30 new orders');
+  } finally {
+    await client.close();
+  }
+});
