@@ -95,6 +95,11 @@ pub struct ProxyArgs {
     /// (at once after a createIndexes or dropIndexes passes through).
     #[arg(long, env = "MONGOTAP_INDEX_REFRESH", default_value_t = 60, value_name = "SECONDS")]
     pub index_refresh: u64,
+    /// For staging: run explain (executionStats) on the side connection with one real
+    /// request of each query shape no index serves, one a second, and put the keys and
+    /// documents examined in the missing_index evidence. The sampled requests stay in memory.
+    #[arg(long, env = "MONGOTAP_EXPLAIN", conflicts_with = "no_side_connection")]
+    pub explain: bool,
 }
 
 #[derive(Debug, Args)]

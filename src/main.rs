@@ -94,6 +94,10 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
                 upstream: args.upstream.clone(),
                 refresh: Duration::from_secs(args.index_refresh.max(1)),
             };
+            if args.explain {
+                catalog.lock().unwrap_or_else(|e| e.into_inner()).enable_explain();
+                tracing::warn!("--explain: one real request per unserved query shape is run with explain on the upstream (staging only)");
+            }
             let side = SideConnection::new(config, catalog);
             tokio::spawn(side.clone().run());
             Some(side)
@@ -129,7 +133,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         let analysis = proxy.shutdown().await;
         if let Some(side) = side {
             // A short run may end before the side connection read its collections.
-            let _ = tokio::time::timeout(Duration::from_secs(5), side.refresh(usize::MAX)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), side.last_look()).await;
         }
         let p = analysis.pipeline().lock().unwrap_or_else(|e| e.into_inner());
         let r = Report::build(&p, RunFacts { events_dropped: dropped });

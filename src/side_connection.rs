@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mongodb::bson::{doc, Document, RawDocumentBuf};
 use mongodb::options::{ClientOptions, Credential};
-use mongotap_analyzers::detectors::catalog::{IndexSpec, SharedCatalog, Source};
+use mongotap_analyzers::detectors::catalog::{Explained, IndexSpec, SharedCatalog, Source};
 use mongotap_events::Clock;
 
 /// Collections read per second at most.
@@ -168,13 +168,84 @@ impl SideConnection {
         }
     }
 
+    /// With `--explain`: runs `explain` (`executionStats`) on one sampled request of a
+    /// shape no index serves, and keeps what it says for the advisor's evidence.
+    async fn explain_one(&self, client: &mongodb::Client) {
+        let Some(sample) = self.lock().next_sample() else { return };
+        let db = sample.namespace.split_once('.').map_or(sample.namespace.as_str(), |(d, _)| d);
+        let cmd = doc! {"explain": sample.command, "verbosity": "executionStats"};
+        match tokio::time::timeout(TIMEOUT, client.database(db).run_command(cmd)).await {
+            Ok(Ok(reply)) => {
+                if let Some(e) = explained(&reply) {
+                    self.lock().set_explained(sample.shape, e);
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(namespace = %sample.namespace, "explain failed: {e}"),
+            Err(_) => tracing::debug!(namespace = %sample.namespace, "explain took more than {TIMEOUT:?}"),
+        }
+    }
+
+    /// Before the final report: reads what is due and explains a few samples, so
+    /// that a short run is judged against the indexes that exist.
+    pub async fn last_look(&self) {
+        self.refresh(usize::MAX).await;
+        let client = self.state.lock().await.client.clone();
+        if let Some(c) = client {
+            for _ in 0..10 {
+                self.explain_one(&c).await;
+            }
+        }
+    }
+
     /// Refreshes every second until the process ends.
     pub async fn run(self: std::sync::Arc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
             self.refresh(PER_SECOND).await;
+            let client = self.state.lock().await.client.clone();
+            if let Some(c) = client {
+                self.explain_one(&c).await;
+            }
         }
     }
+}
+
+/// The figures of an explain reply: `executionStats` totals and the winning plan's
+/// stages (found wherever they sit: a find's top level, an aggregation's `$cursor`).
+fn explained(reply: &Document) -> Option<Explained> {
+    let stats = find_key(reply, "executionStats")?;
+    let n = |k: &str| {
+        stats.get(k).and_then(|v| v.as_i64().or_else(|| v.as_i32().map(i64::from))).unwrap_or(0) as u64
+    };
+    let mut plan = Vec::new();
+    let mut stage = find_key(reply, "winningPlan");
+    while let Some(s) = stage {
+        let s = s.get_document("queryPlan").unwrap_or(s);
+        if let Ok(name) = s.get_str("stage") {
+            plan.push(name.to_owned());
+        }
+        stage = s.get_document("inputStage").ok();
+    }
+    Some(Explained {
+        keys_examined: n("totalKeysExamined"),
+        docs_examined: n("totalDocsExamined"),
+        returned: n("nReturned"),
+        plan: plan.join(" <- "),
+    })
+}
+
+/// The first document under `key`, searched depth first.
+fn find_key<'d>(d: &'d Document, key: &str) -> Option<&'d Document> {
+    if let Ok(v) = d.get_document(key) {
+        return Some(v);
+    }
+    d.values().find_map(|v| match v {
+        mongodb::bson::Bson::Document(inner) => find_key(inner, key),
+        mongodb::bson::Bson::Array(items) => {
+            items.iter().find_map(|i| i.as_document().and_then(|x| find_key(x, key)))
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -185,5 +256,18 @@ mod tests {
     fn host_port_connects_directly_and_uris_are_kept() {
         assert_eq!(uri("127.0.0.1:27017"), "mongodb://127.0.0.1:27017/?directConnection=true");
         assert_eq!(uri("mongodb://u:p@h:1/?authSource=admin"), "mongodb://u:p@h:1/?authSource=admin");
+    }
+
+    #[test]
+    fn explain_replies_of_find_and_aggregate() {
+        let find = doc! {"queryPlanner": {"winningPlan": {"stage": "SORT", "inputStage": {"stage": "COLLSCAN"}}},
+        "executionStats": {"nReturned": 20, "totalKeysExamined": 0, "totalDocsExamined": 200}, "ok": 1.0};
+        let e = explained(&find).unwrap();
+        assert_eq!((e.keys_examined, e.docs_examined, e.returned), (0, 200, 20));
+        assert_eq!(e.plan, "SORT <- COLLSCAN");
+        let agg = doc! {"stages": [{"$cursor": {"queryPlanner": {"winningPlan": {"stage": "FETCH",
+        "inputStage": {"stage": "IXSCAN"}}}, "executionStats": {"nReturned": 5_i64, "totalKeysExamined": 5_i64,
+        "totalDocsExamined": 5_i64}}}], "ok": 1.0};
+        assert_eq!(explained(&agg).unwrap().plan, "FETCH <- IXSCAN");
     }
 }

@@ -98,11 +98,18 @@ async fn an_order_history_without_its_esr_index_is_flagged_until_the_index_is_cr
     seeded.create_index(IndexModel::builder().keys(doc! {"customerId": 1}).build()).await.unwrap();
 
     let (proxy, catalog) = proxy_with_side_connection(&upstream.addr()).await;
+    catalog.lock().unwrap().enable_explain();
     let client = Client::with_uri_str(uri(proxy.local_addr(), "shop-api")).await.unwrap();
     let orders = client.database("shop").collection::<Document>("orders");
     order_history(&orders, 40).await;
     served_queries(&orders).await;
     wait_for_indexes(&catalog, "shop.orders", 3).await;
+    // --explain: the unserved history shape's sampled request is explained on the side connection.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while findings(&proxy).first().is_none_or(|f| f.evidence["shapes"][0].get("explain").is_none()) {
+        assert!(Instant::now() < deadline, "no explain in {:#?}", findings(&proxy));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     let f = findings(&proxy);
     assert_eq!(f.len(), 1, "one missing index, nothing about the served queries: {f:#?}");
@@ -120,6 +127,10 @@ async fn an_order_history_without_its_esr_index_is_flagged_until_the_index_is_cr
     let fix = m.fix.as_deref().unwrap();
     assert!(fix.starts_with("db.orders.createIndex({customerId: 1, status: 1, createdAt: -1})"), "{fix}");
     assert!(fix.contains("dropIndex(\"customerId_1\")"), "the new index makes customerId_1 redundant: {fix}");
+    let explain = &m.evidence["shapes"][0]["explain"];
+    assert_eq!(explain["nReturned"], 10, "{explain}");
+    assert!(explain["totalDocsExamined"].as_u64().unwrap() > 10, "scans more than it returns: {explain}");
+    assert!(explain["winning_plan"].as_str().unwrap().contains("SCAN"), "{explain}");
 
     // The fix, applied through the proxy: the finding is gone from the next report,
     // and the index it makes redundant is reported.

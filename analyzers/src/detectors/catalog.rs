@@ -199,6 +199,36 @@ impl Source {
     }
 }
 
+/// One real request of a shape, kept (in memory only, never reported) for
+/// `--explain` to run on the side connection.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// The shape it belongs to.
+    pub shape: u64,
+    /// Its collection.
+    pub namespace: String,
+    /// The command, without session and transport fields, literal values and all.
+    pub command: bson::Document,
+    /// What it needs from an index, to skip samples an index already serves.
+    pub needs: Vec<super::esr::Need>,
+}
+
+/// What `explain` with `executionStats` said about a shape's sampled request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explained {
+    /// `totalKeysExamined`.
+    pub keys_examined: u64,
+    /// `totalDocsExamined`.
+    pub docs_examined: u64,
+    /// `nReturned`.
+    pub returned: u64,
+    /// The winning plan's stages, outermost first (`SORT <- COLLSCAN`).
+    pub plan: String,
+}
+
+/// Samples waiting for `--explain`, at most.
+const MAX_SAMPLES: usize = 1_000;
+
 /// What is known of one collection's indexes.
 #[derive(Debug, Clone)]
 pub struct Known {
@@ -221,6 +251,11 @@ pub struct IndexCatalog {
     side: Option<String>,
     /// Collections past the bound, not followed.
     evicted: u64,
+    /// `--explain`: sample requests of new shapes and explain them on the side connection.
+    explain: bool,
+    samples: std::collections::VecDeque<Sample>,
+    sampled: std::collections::HashSet<u64>,
+    explained: std::collections::HashMap<u64, Explained>,
 }
 
 /// The catalog as the advisor and the side connection share it.
@@ -337,6 +372,49 @@ impl IndexCatalog {
         };
         self.known.retain(|ns, _| !hit(ns));
         self.wanted.retain(|ns, _| !hit(ns));
+    }
+
+    /// Turns `--explain` on: the advisor samples one request per new shape.
+    pub fn enable_explain(&mut self) {
+        self.explain = true;
+    }
+
+    /// Whether the advisor should keep a sample of `shape`.
+    pub fn wants_sample(&self, shape: u64) -> bool {
+        self.explain && self.samples.len() < MAX_SAMPLES && !self.sampled.contains(&shape)
+    }
+
+    /// Keeps a sample for the side connection.
+    pub fn add_sample(&mut self, sample: Sample) {
+        if self.sampled.insert(sample.shape) {
+            self.samples.push_back(sample);
+        }
+    }
+
+    /// The next sample worth explaining: the oldest whose needs no known index
+    /// serves (samples of served shapes are let go unexplained).
+    pub fn next_sample(&mut self) -> Option<Sample> {
+        while let Some(s) = self.samples.pop_front() {
+            let indexes = self.known.get(&s.namespace).map(|k| k.indexes.clone()).unwrap_or_default();
+            let indexes = if indexes.is_empty() { vec![IndexSpec::id_index()] } else { indexes };
+            let served = s.needs.iter().all(|n| {
+                super::index_fit::best(n, &indexes, &|_| false).0.quality == super::index_fit::Quality::Served
+            });
+            if !served {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Records what explain said about a shape.
+    pub fn set_explained(&mut self, shape: u64, e: Explained) {
+        self.explained.insert(shape, e);
+    }
+
+    /// What explain said about a shape, if it ran.
+    pub fn explained(&self, shape: u64) -> Option<&Explained> {
+        self.explained.get(&shape)
     }
 
     /// After a change that passed through, the side connection reads it again at once.

@@ -25,7 +25,7 @@ use mongotap_wire::element;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use serde_json::{json, Value};
 
-use super::catalog::{IndexCatalog, IndexSpec, KeyPart, SharedCatalog, Source};
+use super::catalog::{Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source};
 use super::esr::{self, Need};
 use super::index_fit::{self, Quality};
 use super::{collection, ms, Context, Detector, Draft, Severity, Thresholds};
@@ -155,7 +155,43 @@ impl IndexAdvisor {
             .into_iter()
             .collect();
         let sorted_in = needs.iter().any(|(_, n)| !n.in_fields.is_empty() && !n.sort.is_empty());
+        self.sample(v, i, ns, &needs);
         Some(ShapeNeeds { needs, sort_paths, sorted_in, longest_in: 0, replies: 0 })
+    }
+
+    /// With `--explain`, keeps this first request of a read shape for the side
+    /// connection to explain (in memory only; reports never carry it).
+    fn sample(&self, v: &OpView<'_>, i: usize, ns: &str, needs: &[(String, Need)]) {
+        let (Some(cmd), Some(Some(id))) = (&v.command, v.shape_ids.get(i)) else { return };
+        let readable = matches!(cmd.name, "find" | "count" | "distinct")
+            || (cmd.name == "aggregate" && v.category == Category::Read);
+        let own: Vec<Need> = needs.iter().filter(|(n, _)| n == ns).map(|(_, need)| need.clone()).collect();
+        if !readable || own.is_empty() {
+            return;
+        }
+        let mut c = self.lock();
+        if !c.wants_sample(*id) {
+            return;
+        }
+        let Ok(mut command) = bson::Document::try_from(cmd.body) else { return };
+        for k in [
+            "$db",
+            "lsid",
+            "$clusterTime",
+            "txnNumber",
+            "$readPreference",
+            "readConcern",
+            "autocommit",
+            "startTransaction",
+            "apiVersion",
+            "apiStrict",
+            "apiDeprecationErrors",
+            "$audit",
+            "$client",
+        ] {
+            command.remove(k);
+        }
+        c.add_sample(Sample { shape: *id, namespace: ns.to_owned(), command, needs: own });
     }
 
     fn multikey_key(namespace: &str, path: &str) -> u64 {
@@ -275,7 +311,6 @@ impl Detector for IndexAdvisor {
                     mean_us: row.latency_us.histogram().mean(),
                     p50_ms: row.latency_ms(0.5),
                     command: &row.command,
-                    category: row.category,
                 });
             }
         }
@@ -301,9 +336,12 @@ impl Detector for IndexAdvisor {
                 (None, None) => "unknown: only the _id index is assumed (no side connection, no listIndexes or createIndexes in the traffic)".to_owned(),
             };
             let multikey = |f: &str| self.is_multikey(ns, f);
-            out.extend(missing(ns, observed, indexes, &multikey, known.is_some(), &knowledge, total_ops, t));
+            let explained = |id: ShapeId| catalog.explained(id).cloned();
+            let facts =
+                Facts { known: known.is_some(), knowledge: &knowledge, total_ops, explained: &explained };
+            out.extend(missing(ns, observed, indexes, &multikey, &facts, t));
             if let Some(k) = known {
-                let redundant = redundant(ns, observed, &k.indexes, &knowledge);
+                let redundant = redundant(ns, ctx, &k.indexes, &knowledge);
                 let reported: Vec<String> = redundant
                     .iter()
                     .filter_map(|f| f.extra.get("index_name")?.as_str().map(str::to_owned))
@@ -332,7 +370,6 @@ struct Observed<'r> {
     mean_us: f64,
     p50_ms: Option<f64>,
     command: &'r str,
-    category: Category,
 }
 
 impl Observed<'_> {
@@ -352,17 +389,27 @@ struct Recommendation<'o> {
     served: Vec<(&'o Observed<'o>, index_fit::Fit, Option<&'o IndexSpec>)>,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a missing-index finding says besides the shapes: how much is known.
+struct Facts<'a> {
+    /// Whether the collection's indexes are known (else only `_id` is assumed).
+    known: bool,
+    /// Where the knowledge came from, in words.
+    knowledge: &'a str,
+    /// Reads and writes of every collection, for shares.
+    total_ops: u64,
+    /// What `--explain` said about a shape.
+    explained: &'a dyn Fn(ShapeId) -> Option<Explained>,
+}
+
 fn missing<'o>(
     ns: &str,
     observed: &'o [Observed<'o>],
     indexes: &'o [IndexSpec],
     multikey: &dyn Fn(&str) -> bool,
-    known: bool,
-    knowledge: &str,
-    total_ops: u64,
+    facts: &Facts<'_>,
     t: &Thresholds,
 ) -> Vec<Finding> {
+    let (known, knowledge, total_ops) = (facts.known, facts.knowledge, facts.total_ops);
     // Equality fields ordered by how often they are bound on this collection, so that
     // keys share prefixes.
     let mut weight: BTreeMap<&str, i64> = BTreeMap::new();
@@ -420,10 +467,15 @@ fn missing<'o>(
             let time_us: f64 = r.served.iter().map(|(o, ..)| o.time_us()).sum();
             let worst = r.served.iter().map(|(_, f, _)| f.quality).min().unwrap_or(Quality::Unusable);
             let share = count as f64 / total_ops.max(1) as f64;
+            let explains: Vec<(ShapeId, Explained)> =
+                r.served.iter().filter_map(|(o, ..)| Some((o.id, (facts.explained)(o.id)?))).collect();
+            let wasteful = explains
+                .iter()
+                .any(|(_, e)| e.docs_examined.max(e.keys_examined).saturating_sub(e.returned) > t.index_high_examined);
             let severity = match worst {
                 _ if !known => Severity::Low,
-                Quality::SortInMemory => Severity::Low,
-                _ if share >= t.index_high_share => Severity::High,
+                Quality::SortInMemory if !wasteful => Severity::Low,
+                _ if share >= t.index_high_share || wasteful => Severity::High,
                 _ => Severity::Medium,
             };
             let key_js = r.spec.key_js();
@@ -434,7 +486,7 @@ fn missing<'o>(
                 .iter()
                 .map(|(o, f, ix)| {
                     ids.push(o.id);
-                    json!({
+                    let mut shape = json!({
                         "shape_id": crate::shape::hex(o.id),
                         "command": o.command,
                         "count": o.count,
@@ -442,7 +494,16 @@ fn missing<'o>(
                         "today": f.quality.as_str(),
                         "best_index": ix.map(|i| i.name.clone()),
                         "why": f.why,
-                    })
+                    });
+                    if let Some((_, e)) = explains.iter().find(|(id, _)| *id == o.id) {
+                        shape["explain"] = json!({
+                            "totalKeysExamined": e.keys_examined,
+                            "totalDocsExamined": e.docs_examined,
+                            "nReturned": e.returned,
+                            "winning_plan": e.plan,
+                        });
+                    }
+                    shape
                 })
                 .collect();
             ids.dedup();
@@ -459,8 +520,14 @@ fn missing<'o>(
             // Existing indexes the new one makes redundant (a prefix of it, droppable).
             let replaced: Vec<&IndexSpec> = indexes.iter().filter(|ix| prefix_of(ix, &r.spec) && droppable(ix)).collect();
             let served_text = describe(first);
+            let plan = explains.first().map(|(_, e)| {
+                format!(
+                    "{}: {} documents and {} keys examined for {} returned",
+                    e.plan, e.docs_examined, e.keys_examined, e.returned
+                )
+            });
             let evidence = || {
-                json!({
+                let mut e = json!({
                     "count": count,
                     "today": worst.as_str(),
                     "shapes": shapes,
@@ -469,7 +536,11 @@ fn missing<'o>(
                     "existing_indexes": existing,
                     "why_existing_indexes_do_not_serve": why_not,
                     "index_knowledge": knowledge,
-                })
+                });
+                if let Some(p) = &plan {
+                    e["explain"] = json!(p);
+                }
+                e
             };
             let mut recommendation = format!(
                 "Create an index that serves {served_text}{}: {} {} ran {count} times ({:.1}% of the operations), {}.",
@@ -575,10 +646,16 @@ fn droppable(ix: &IndexSpec) -> bool {
         && ix.key.iter().all(|(_, p)| matches!(p, KeyPart::Ordered(_)))
 }
 
-fn redundant(ns: &str, observed: &[Observed<'_>], indexes: &[IndexSpec], knowledge: &str) -> Vec<Finding> {
+fn redundant(ns: &str, ctx: &Context<'_>, indexes: &[IndexSpec], knowledge: &str) -> Vec<Finding> {
     let coll = collection(ns);
-    let writes: u64 = observed.iter().filter(|o| o.category == Category::Write).map(|o| o.count).sum();
-    let reads: u64 = observed.iter().filter(|o| o.category == Category::Read).map(|o| o.count).sum();
+    let (mut reads, mut writes) = (0, 0);
+    for r in ctx.table.rows().into_iter().filter(|r| r.namespace == ns) {
+        match r.category {
+            Category::Read => reads += r.count,
+            Category::Write => writes += r.count,
+            Category::Command => {}
+        }
+    }
     indexes
         .iter()
         .filter(|a| droppable(a))
@@ -668,7 +745,7 @@ fn unused(
                     "index_knowledge": knowledge,
                 }),
                 recommendation: format!(
-                    "No query shape seen on {ns} in {window_s:.0} s ({operations} operations, {} shapes) could use {} {}. mongotap sees only the clients that go through it, over this window: check $indexStats on every node over a full business cycle before dropping it (Atlas waits 7 days).",
+                    "No query shape seen on {ns} in {window_s:.1} s ({operations} operations, {} shapes) could use {} {}. mongotap sees only the clients that go through it, over this window: check $indexStats on every node over a full business cycle before dropping it (Atlas waits 7 days).",
                     observed.len(),
                     ix.name,
                     ix.key_js()

@@ -72,6 +72,9 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
     if index.sparse && !index.key.iter().any(|(f, _)| filtered(f)) {
         return fit(Quality::Unusable, "sparse, and the query does not filter on its fields");
     }
+    if let Some((wild, _)) = index.key.iter().find(|(f, _)| f == "$**" || f.ends_with(".$**")) {
+        return wildcard(need, wild);
+    }
     if index.unique && index.key.iter().all(|(f, _)| need.equality.contains(f)) {
         return fit(Quality::Served, "");
     }
@@ -158,6 +161,31 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
             };
             fit(Quality::Partial, format!("{how}; {} checked document by document", names(&missing)))
         }
+    }
+}
+
+/// A wildcard index (`$**`, `a.$**`) holds one entry per field under its path and
+/// bounds one field per query: it serves a query on one such field (sorted by it at
+/// most), and only part of a query on more.
+fn wildcard(need: &Need, wild: &str) -> Fit {
+    let prefix = wild.trim_end_matches("$**");
+    let fields: Vec<&String> = need.equality.iter().chain(&need.range).collect();
+    let under = fields.iter().filter(|f| f.starts_with(prefix)).count();
+    let sort_ok = match need.sort.as_slice() {
+        [] => true,
+        [(f, _)] => fields.len() == 1 && fields[0] == f,
+        _ => false,
+    };
+    match (under, fields.len()) {
+        (0, _) => {
+            fit(Quality::Unusable, format!("the wildcard index on {wild} covers none of the query's fields"))
+        }
+        (1, 1) if sort_ok => fit(Quality::Served, ""),
+        (1, 1) => fit(Quality::SortInMemory, "a wildcard index does not provide this sort"),
+        _ => fit(
+            Quality::Partial,
+            "a wildcard index bounds one field per query; the others are checked document by document",
+        ),
     }
 }
 
@@ -304,6 +332,18 @@ mod tests {
             q(&need(json!({"$and": [{"email": {"$eq": 1}}, {"a": {"$gt": 1}}]}), None), &email),
             Quality::Served
         );
+    }
+
+    #[test]
+    fn wildcard_indexes_serve_one_field() {
+        let all = index(rawdoc! {"$**": 1});
+        let attrs = index(rawdoc! {"attrs.$**": 1});
+        let one = need(json!({"attrs.color": {"$eq": 1}}), None);
+        assert_eq!(q(&one, &all), Quality::Served);
+        assert_eq!(q(&one, &attrs), Quality::Served);
+        assert_eq!(q(&need(json!({"name": {"$eq": 1}}), None), &attrs), Quality::Unusable);
+        let two = need(json!({"$and": [{"attrs.color": {"$eq": 1}}, {"attrs.size": {"$gt": 1}}]}), None);
+        assert_eq!(q(&two, &attrs), Quality::Partial);
     }
 
     #[test]

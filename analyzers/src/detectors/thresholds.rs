@@ -97,6 +97,8 @@ pub struct Thresholds {
     pub index_in_max_points: u64,
     /// Index advisor: shapes that are this share of all reads and writes make a missing index high severity.
     pub index_high_share: f64,
+    /// Index advisor (`--explain`): documents or keys examined beyond those returned, per query, for high severity.
+    pub index_high_examined: u64,
     /// Index advisor: operations on a collection before one of its indexes may be called unused.
     pub unused_index_min_operations: u64,
 
@@ -157,6 +159,7 @@ impl Default for Thresholds {
             index_min_count: 5,
             index_in_max_points: 200,
             index_high_share: 0.05,
+            index_high_examined: 500,
             unused_index_min_operations: 100,
             max_clients: 10_000,
             max_open_parents: 8,
@@ -382,6 +385,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: a page among the top ~20 operations, as for $lookup",
     },
     ThresholdDoc {
+        key: "index_high_examined",
+        meaning: "with --explain: documents (or keys) examined beyond those returned, per query, that make a missing index high severity",
+        source: "Atlas Performance Advisor suggests an index when docsExamined - nReturned > 500",
+    },
+    ThresholdDoc {
         key: "unused_index_min_operations",
         meaning: "operations on a collection before one of its indexes may be called unused (low severity, with the window)",
         source: "ours: Atlas calls an index unused after 7 days without use; mongotap says how long it watched",
@@ -481,6 +489,7 @@ impl Thresholds {
             ("bucket_max_docs_per_insert", self.bucket_max_docs_per_insert, u64::MAX),
             ("index_min_count", self.index_min_count, u64::MAX),
             ("index_in_max_points", self.index_in_max_points, 1_000_000),
+            ("index_high_examined", self.index_high_examined, u64::MAX),
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
         ];
         for (k, v, most) in counts {
