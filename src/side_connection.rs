@@ -95,7 +95,6 @@ struct State {
     client: Option<mongodb::Client>,
     healthy: Option<bool>,
     retry_at: Option<tokio::time::Instant>,
-    disabled: bool,
 }
 
 impl SideConnection {
@@ -118,7 +117,7 @@ impl SideConnection {
     /// collections of a short run.
     pub async fn refresh(&self, most: usize) {
         let mut st = self.state.lock().await;
-        if st.disabled || st.retry_at.is_some_and(|t| tokio::time::Instant::now() < t) {
+        if st.retry_at.is_some_and(|t| tokio::time::Instant::now() < t) {
             return;
         }
         let due = self.lock().due(self.clock.now(), self.config.refresh.as_micros() as u64);
@@ -130,8 +129,11 @@ impl SideConnection {
                 Ok(c) => st.client = Some(c),
                 Err(e) => {
                     self.lock().set_side(format!("not started: {e}"));
-                    tracing::warn!("side connection to the upstream not started: {e}; index knowledge comes from the traffic only");
-                    st.disabled = true;
+                    if st.healthy != Some(false) {
+                        tracing::warn!("side connection to the upstream not started: {e}; index knowledge comes from the traffic until it starts (retrying every {BACKOFF:?})");
+                        st.healthy = Some(false);
+                    }
+                    st.retry_at = Some(tokio::time::Instant::now() + BACKOFF);
                     return;
                 }
             }
@@ -147,6 +149,12 @@ impl SideConnection {
                     let mut cat = self.lock();
                     cat.install(&ns, specs, Source::SideConnection, self.clock.now());
                     cat.set_side("connected");
+                }
+                // The server refused this collection only (a view, no privilege on it):
+                // try it again at the next refresh, and go on with the others.
+                Ok(Err(e)) if matches!(*e.kind, mongodb::error::ErrorKind::Command(_)) => {
+                    tracing::debug!(namespace = %ns, "side connection: listIndexes refused: {e}");
+                    self.lock().read_without_answer(&ns, self.clock.now());
                 }
                 failed => {
                     let why = match failed {

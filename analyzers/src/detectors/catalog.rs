@@ -94,21 +94,13 @@ impl IndexSpec {
                 b"hidden" => spec.hidden = e.as_bool().unwrap_or_else(|| e.is_one()),
                 b"expireAfterSeconds" => spec.ttl = true,
                 b"partialFilterExpression" => {
-                    spec.partial = Some(
-                        e.as_document()
-                            .map(|p| {
-                                element::elements(p).filter_map(|f| f.key_str().map(str::to_owned)).collect()
-                            })
-                            .unwrap_or_default(),
-                    )
+                    let mut fields = BTreeSet::new();
+                    if let Some(p) = e.as_document() {
+                        filter_fields(p, &mut fields);
+                    }
+                    spec.partial = Some(fields);
                 }
-                b"collation" => {
-                    spec.collation = e
-                        .as_document()
-                        .and_then(|c| element::find(c, "locale"))
-                        .and_then(|l| l.as_str().map(str::to_owned))
-                        .filter(|l| l != "simple")
-                }
+                b"collation" => spec.collation = e.as_document().and_then(collation_key),
                 _ => {}
             }
         }
@@ -149,6 +141,37 @@ impl IndexSpec {
     pub fn key_js(&self) -> String {
         key_js(self.key.iter().map(|(f, p)| (f.as_str(), p.to_json())))
     }
+}
+
+/// The fields a filter names, through `$and`/`$or` (a partial index's filter).
+fn filter_fields(d: &RawDocument, out: &mut BTreeSet<String>) {
+    for e in element::elements(d) {
+        match e.key_str() {
+            Some(k) if k.starts_with('$') => {
+                for branch in
+                    e.as_array().into_iter().flat_map(element::elements).filter_map(|b| b.as_document())
+                {
+                    filter_fields(branch, out);
+                }
+            }
+            Some(k) => {
+                out.insert(k.to_owned());
+            }
+            None => {}
+        }
+    }
+}
+
+/// What decides whether string bounds match: the locale and the strength (3 by
+/// default); `None` for the simple collation. listIndexes spells every option out,
+/// a query names a few, so the rest is not compared.
+pub fn collation_key(c: &RawDocument) -> Option<String> {
+    let locale = element::find(c, "locale")?.as_str()?;
+    if locale == "simple" {
+        return None;
+    }
+    let strength = element::find(c, "strength").and_then(|s| s.as_i64()).unwrap_or(3);
+    Some(format!("{locale}/{strength}"))
 }
 
 /// `{a: 1, "b.c": -1}`, quoting what is not a plain identifier.
@@ -313,6 +336,14 @@ impl IndexCatalog {
         self.known.insert(namespace.to_owned(), Known { indexes, source, at });
     }
 
+    /// The side connection asked for `namespace`'s indexes at `at` and was refused (a
+    /// view, no privilege): it asks again at the next refresh; what is known stays.
+    pub fn read_without_answer(&mut self, namespace: &str, at: Micros) {
+        if let Some(w) = self.wanted.get_mut(namespace) {
+            *w = Some(at);
+        }
+    }
+
     /// Records the side connection's state for the report ("connected", or why not).
     pub fn set_side(&mut self, state: impl Into<String>) {
         self.side = Some(state.into());
@@ -445,7 +476,12 @@ mod tests {
         );
         assert!(s.unique && !s.sparse && !s.ttl);
         assert_eq!(s.partial, Some(BTreeSet::from(["status".to_owned()])));
-        assert_eq!(s.collation.as_deref(), Some("fr"));
+        assert_eq!(s.collation.as_deref(), Some("fr/3"));
+        let p = rawdoc! {"key": {"a": 1}, "partialFilterExpression": {"$and": [{"a": {"$exists": true}}, {"b": {"$gt": 5}}]}};
+        assert_eq!(
+            IndexSpec::from_document(&p).unwrap().partial,
+            Some(BTreeSet::from(["a".to_owned(), "b".to_owned()]))
+        );
         assert_eq!(s.key_js(), "{a: 1, b: -1, h: \"hashed\"}");
         let unnamed = IndexSpec::from_document(&rawdoc! {"key": {"customerId": 1, "createdAt": -1}}).unwrap();
         assert_eq!(unnamed.name, "customerId_1_createdAt_-1");

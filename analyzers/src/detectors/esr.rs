@@ -44,7 +44,9 @@ impl Need {
         let mut n = self.clone();
         let as_range = !n.sort.is_empty() && longest_in > max_points;
         for f in std::mem::take(&mut n.in_fields) {
-            if as_range {
+            // Point lookups by _id stay points: a few hundred of them and a small
+            // in-memory sort beat any range.
+            if as_range && f != "_id" {
                 n.range.insert(f);
             } else {
                 n.equality.insert(f);
@@ -101,7 +103,11 @@ pub fn filter_needs(filter: &Value, sort: Option<&Value>, collation: Option<&Val
     // Each $or multiplies the branches (bounded: a shape with more is left out).
     let mut needs = vec![base];
     for branches in ors {
-        if branches.is_empty() || needs.len() * branches.len() > 32 {
+        // A branch that binds nothing an index can use makes the whole $or a
+        // collection scan: no index helps, none is recommended.
+        let unbounded =
+            branches.iter().any(|b| b.equality.is_empty() && b.in_fields.is_empty() && b.range.is_empty());
+        if branches.is_empty() || unbounded || needs.len() * branches.len() > 32 {
             return Vec::new();
         }
         needs = needs
@@ -218,10 +224,11 @@ pub fn sort_fields(sort: &Value) -> Vec<(String, i32)> {
     out
 }
 
-/// The collation's locale, unless it is the simple one.
+/// The collation as the catalog compares it (locale and strength), unless simple.
 fn locale(c: &Value) -> Option<String> {
     let l = c.get("locale")?.as_str()?;
-    (l != "simple").then(|| l.to_owned())
+    let strength = c.get("strength").and_then(Value::as_i64).unwrap_or(3);
+    (l != "simple").then(|| format!("{l}/{strength}"))
 }
 
 /// The needs of one statement shape, with the namespace each applies to: the
@@ -255,15 +262,15 @@ fn aggregate_needs(namespace: &str, shape: &Value) -> Vec<(String, Need)> {
     let Some(stages) = shape.get("pipeline").and_then(Value::as_array) else { return Vec::new() };
     let db = namespace.split_once('.').map_or(namespace, |(d, _)| d);
     let mut out = Vec::new();
-    // The leading $match stages (merged) and a $sort right after them.
+    // The leading $match stages and the first $sort among them, merged as the
+    // optimizer does (a $match after a $sort runs before it).
     let mut filter = Vec::new();
     let mut sort = None;
     for s in stages {
         if let Some(m) = s.get("$match") {
             filter.push(m.clone());
-        } else if let Some(srt) = s.get("$sort") {
+        } else if let (Some(srt), None) = (s.get("$sort"), &sort) {
             sort = Some(srt.clone());
-            break;
         } else {
             break;
         }
@@ -459,6 +466,27 @@ mod tests {
         assert_eq!(n.range, set(&["lines.qty"]));
         let n = need(json!({"scores": {"$elemMatch": {"$gt": 1, "$lt": 5}}}), None);
         assert_eq!(n.range, set(&["scores"]));
+    }
+
+    #[test]
+    fn an_or_with_an_unbounded_branch_needs_nothing() {
+        let f = json!({"$or": [{"a": {"$eq": 1}}, {"$expr": {"$gt": ["$x", "$y"]}}]});
+        assert!(filter_needs(&f, None, None).is_empty());
+    }
+
+    #[test]
+    fn a_long_in_on_id_stays_points() {
+        let f = json!({"_id": {"$in": "?array<?objectId>"}});
+        let n = filter_needs(&f, Some(&json!({"at": -1})), None).remove(0).resolve_in(500, 200);
+        assert!(n.equality.contains("_id"));
+    }
+
+    #[test]
+    fn a_match_after_the_sort_joins_the_leading_match() {
+        let p = json!({"pipeline": [{"$sort": {"createdAt": -1}}, {"$match": {"status": {"$eq": "?string"}}}, {"$limit": 5}]});
+        let needs = statement_needs("aggregate", "d.c", &p);
+        assert_eq!(needs[0].1.equality, set(&["status"]));
+        assert_eq!(needs[0].1.sort, vec![("createdAt".to_owned(), -1)]);
     }
 
     #[test]

@@ -37,6 +37,8 @@ use crate::view::{OpView, ShapeId};
 const MAX_SHAPES: usize = 100_000;
 /// (collection, field) pairs known to hold arrays, at most.
 const MAX_MULTIKEY: usize = 100_000;
+/// `--explain` samples larger than this are not kept (1,000 at most are: 16 MB).
+const MAX_SAMPLE_BYTES: usize = 16 * 1024;
 /// Replies sampled for arrays: the first few of a shape, then one in this many.
 const SAMPLE_EVERY: u64 = 32;
 
@@ -79,7 +81,7 @@ impl IndexAdvisor {
     }
 
     /// Keeps the catalog in step with an index command that succeeded.
-    fn index_command(&self, v: &OpView<'_>) {
+    fn index_command(&mut self, v: &OpView<'_>) {
         let (Some(cmd), Some(reply)) = (&v.command, &v.reply) else { return };
         if !reply.ok() {
             return;
@@ -129,8 +131,15 @@ impl IndexAdvisor {
                     c.install(ns, specs, Source::TrafficListIndexes, at);
                 }
             }
-            "drop" => self.lock().forget(cmd.database(), cmd.collection()),
-            "dropDatabase" => self.lock().forget(cmd.database(), None),
+            "drop" => {
+                self.lock().forget(cmd.database(), cmd.collection());
+                self.asked.remove(ns);
+            }
+            "dropDatabase" => {
+                self.lock().forget(cmd.database(), None);
+                let db = format!("{}.", cmd.database());
+                self.asked.retain(|a| !a.starts_with(&db));
+            }
             _ => {}
         }
     }
@@ -171,6 +180,10 @@ impl IndexAdvisor {
         }
         let mut c = self.lock();
         if !c.wants_sample(*id) {
+            return;
+        }
+        // A huge request (a long $in) is not worth holding for one explain.
+        if cmd.body.as_bytes().len() > MAX_SAMPLE_BYTES {
             return;
         }
         let Ok(mut command) = bson::Document::try_from(cmd.body) else { return };
@@ -322,9 +335,30 @@ impl Detector for IndexAdvisor {
             .map(|r| r.count)
             .sum();
         let side = catalog.side().map(str::to_owned);
+        // Indexes a shape names by `hint`, and `distinct` keys (a DISTINCT_SCAN may use
+        // an index on them): used, whatever the filters say.
+        let mut named: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+        for r in ctx.table.rows() {
+            for v in [r.shape.get("hint"), r.shape.get("key").filter(|_| r.command == "distinct")]
+                .into_iter()
+                .flatten()
+            {
+                named.entry(r.namespace.as_str()).or_default().push(v);
+            }
+        }
+        let complete = ctx.table.other_shapes() == 0 && self.evicted_shapes == 0;
         let mut out = Vec::new();
-        for (ns, observed) in &by_ns {
+        for (ns, observed) in &mut by_ns {
             let known = catalog.get(ns);
+            // A collection's default collation is its _id index's; queries without one use it.
+            if let Some(default) =
+                known.and_then(|k| k.indexes.iter().find(|i| i.is_id())).and_then(|i| i.collation.clone())
+            {
+                for o in observed.iter_mut() {
+                    o.need.collation.get_or_insert_with(|| default.clone());
+                }
+            }
+            let observed: &Vec<Observed<'_>> = observed;
             let implied = [IndexSpec::id_index()];
             let indexes: &[IndexSpec] = match known {
                 Some(k) if !k.indexes.is_empty() => &k.indexes,
@@ -337,17 +371,32 @@ impl Detector for IndexAdvisor {
             };
             let multikey = |f: &str| self.is_multikey(ns, f);
             let explained = |id: ShapeId| catalog.explained(id).cloned();
+            // createIndexes in the traffic says which indexes exist, not that there are no others.
+            let complete_knowledge = known.is_some_and(|k| k.source != Source::TrafficCreateIndexes);
             let facts =
-                Facts { known: known.is_some(), knowledge: &knowledge, total_ops, explained: &explained };
+                Facts { known: complete_knowledge, knowledge: &knowledge, total_ops, explained: &explained };
             out.extend(missing(ns, observed, indexes, &multikey, &facts, t));
             if let Some(k) = known {
-                let redundant = redundant(ns, ctx, &k.indexes, &knowledge);
+                let hinted = |ix: &IndexSpec| {
+                    named.get(ns).is_some_and(|vs| {
+                        vs.iter().any(|v| {
+                            v.as_str() == Some(ix.name.as_str())
+                                || v.as_str().is_some_and(|f| ix.key.first().is_some_and(|(k, _)| k == f))
+                                || key_matches(v, ix)
+                        })
+                    })
+                };
+                let redundant = redundant(ns, ctx, &k.indexes, &hinted, &knowledge);
                 let reported: Vec<String> = redundant
                     .iter()
                     .filter_map(|f| f.extra.get("index_name")?.as_str().map(str::to_owned))
                     .collect();
                 out.extend(redundant);
-                out.extend(unused(ns, observed, &k.indexes, &multikey, &reported, &knowledge, ctx, t));
+                if complete {
+                    out.extend(unused(
+                        ns, observed, &k.indexes, &multikey, &reported, &hinted, &knowledge, ctx, t,
+                    ));
+                }
             }
         }
         out
@@ -432,33 +481,46 @@ fn missing<'o>(
     // Longest keys first (they may serve the shorter ones), then the costliest.
     unserved.sort_by(|a, b| b.3.len().cmp(&a.3.len()).then(b.0.time_us().total_cmp(&a.0.time_us())));
     let mut recs: Vec<Recommendation<'_>> = Vec::new();
+    // Recommendations by the first field of their key: one can serve a need only if
+    // it starts with a field the need names, so each need looks at a few, not all
+    // (thousands of shapes on one collection stay linear).
+    let mut by_first: FxHashMap<String, Vec<usize>> = FxHashMap::default();
+    // Hidden indexes as they would be unhidden, to suggest unhiding rather than creating.
+    let unhidden: Vec<IndexSpec> =
+        indexes.iter().filter(|ix| ix.hidden).map(|ix| IndexSpec { hidden: false, ..ix.clone() }).collect();
+    let no_arrays = |_: &str| false;
     for (o, fit, ix, key) in unserved {
-        let no_arrays = |_: &str| false;
-        match recs
-            .iter_mut()
-            .find(|r| index_fit::fit_of(&o.need, &r.spec, &no_arrays).quality == Quality::Served)
-        {
-            Some(r) => r.served.push((o, fit, ix)),
+        let serving = o
+            .need
+            .fields()
+            .filter_map(|f| by_first.get(f))
+            .flatten()
+            .copied()
+            .find(|&i| index_fit::fit_of(&o.need, &recs[i].spec, &no_arrays).quality == Quality::Served);
+        match serving {
+            Some(i) => recs[i].served.push((o, fit, ix)),
             None => {
-                // A hidden index that would serve is unhidden, not created again.
-                let hidden = indexes.iter().map(|ix| IndexSpec { hidden: false, ..ix.clone() }).find(|ix| {
-                    indexes.iter().any(|h| h.hidden && h.name == ix.name)
-                        && index_fit::fit_of(&o.need, ix, multikey).quality == Quality::Served
-                });
-                let unhide = hidden.as_ref().map(|h| h.name.clone());
-                let spec = hidden.unwrap_or_else(|| IndexSpec {
+                let hidden = unhidden
+                    .iter()
+                    .find(|h| index_fit::fit_of(&o.need, h, multikey).quality == Quality::Served);
+                let unhide = hidden.map(|h| h.name.clone());
+                let spec = hidden.cloned().unwrap_or_else(|| IndexSpec {
                     name: String::new(),
                     key: key.iter().map(|(f, d)| (f.clone(), KeyPart::Ordered(*d))).collect(),
                     unique: false,
                     collation: o.need.collation.clone(),
                     ..IndexSpec::id_index()
                 });
+                by_first.entry(spec.key[0].0.clone()).or_default().push(recs.len());
                 recs.push(Recommendation { spec, unhide, served: vec![(o, fit, ix)] });
             }
         }
     }
     let coll = collection(ns);
     recs.into_iter()
+        // An index with this very key exists but cannot serve (its options, a collation):
+        // creating it again would fail; the finding would mislead.
+        .filter(|r| r.unhide.is_some() || !indexes.iter().any(|ix| ix.key == r.spec.key))
         .filter_map(|r| {
             let count: u64 = r.served.iter().map(|(o, ..)| o.count).sum();
             if count < t.index_min_count {
@@ -469,9 +531,13 @@ fn missing<'o>(
             let share = count as f64 / total_ops.max(1) as f64;
             let explains: Vec<(ShapeId, Explained)> =
                 r.served.iter().filter_map(|(o, ..)| Some((o.id, (facts.explained)(o.id)?))).collect();
-            let wasteful = explains
-                .iter()
-                .any(|(_, e)| e.docs_examined.max(e.keys_examined).saturating_sub(e.returned) > t.index_high_examined);
+            // count and distinct return (almost) nothing by design: only finds and
+            // aggregations are judged by what they examine beyond what they return.
+            let returns_documents =
+                |id: &ShapeId| r.served.iter().any(|(o, ..)| o.id == *id && matches!(o.command, "find" | "aggregate"));
+            let wasteful = explains.iter().any(|(id, e)| {
+                returns_documents(id) && e.docs_examined.max(e.keys_examined).saturating_sub(e.returned) > t.index_high_examined
+            });
             let severity = match worst {
                 _ if !known => Severity::Low,
                 Quality::SortInMemory if !wasteful => Severity::Low,
@@ -574,8 +640,8 @@ fn missing<'o>(
                 return Some(draft(ns, severity, &ids, evidence(), recommendation, fix, key_json, &r.spec.key[0].0));
             }
             let mut fix = format!("db.{coll}.createIndex({key_js}");
-            if let Some(l) = &r.spec.collation {
-                fix.push_str(&format!(", {{ collation: {{ locale: \"{l}\" }} }}"));
+            if let Some((locale, strength)) = r.spec.collation.as_deref().and_then(|c| c.split_once('/')) {
+                fix.push_str(&format!(", {{ collation: {{ locale: \"{locale}\", strength: {strength} }} }}"));
             }
             fix.push(')');
             for ix in &replaced {
@@ -629,6 +695,12 @@ fn describe(n: &Need) -> String {
     parts.join(", then ")
 }
 
+/// Whether a `hint` given as a key document names this index.
+fn key_matches(hint: &Value, ix: &IndexSpec) -> bool {
+    let Some(o) = hint.as_object() else { return false };
+    o.len() == ix.key.len() && o.iter().zip(&ix.key).all(|((f, d), (k, p))| f == k && *d == p.to_json())
+}
+
 /// `a`'s key is a proper prefix of `b`'s, with the same directions.
 fn prefix_of(a: &IndexSpec, b: &IndexSpec) -> bool {
     a.key.len() < b.key.len() && a.key.iter().zip(&b.key).all(|(x, y)| x == y)
@@ -646,7 +718,13 @@ fn droppable(ix: &IndexSpec) -> bool {
         && ix.key.iter().all(|(_, p)| matches!(p, KeyPart::Ordered(_)))
 }
 
-fn redundant(ns: &str, ctx: &Context<'_>, indexes: &[IndexSpec], knowledge: &str) -> Vec<Finding> {
+fn redundant(
+    ns: &str,
+    ctx: &Context<'_>,
+    indexes: &[IndexSpec],
+    hinted: &dyn Fn(&IndexSpec) -> bool,
+    knowledge: &str,
+) -> Vec<Finding> {
     let coll = collection(ns);
     let (mut reads, mut writes) = (0, 0);
     for r in ctx.table.rows().into_iter().filter(|r| r.namespace == ns) {
@@ -658,10 +736,17 @@ fn redundant(ns: &str, ctx: &Context<'_>, indexes: &[IndexSpec], knowledge: &str
     }
     indexes
         .iter()
-        .filter(|a| droppable(a))
+        .filter(|a| droppable(a) && !hinted(a))
         .filter_map(|a| {
+            // The wider index must serve every query the narrower one does: no text,
+            // geo or wildcard part, nothing that hides documents from it.
             let b = indexes.iter().find(|b| {
-                prefix_of(a, b) && !b.hidden && b.partial.is_none() && !b.sparse && b.collation == a.collation
+                prefix_of(a, b)
+                    && !b.hidden
+                    && b.partial.is_none()
+                    && !b.sparse
+                    && b.collation == a.collation
+                    && b.key.iter().all(|(f, p)| !matches!(p, KeyPart::Special(_)) && !f.ends_with("$**"))
             })?;
             let severity = if writes > 0 { Severity::Medium } else { Severity::Low };
             Some(
@@ -705,6 +790,7 @@ fn unused(
     indexes: &[IndexSpec],
     multikey: &dyn Fn(&str) -> bool,
     reported: &[String],
+    hinted: &dyn Fn(&IndexSpec) -> bool,
     knowledge: &str,
     ctx: &Context<'_>,
     t: &Thresholds,
@@ -726,7 +812,7 @@ fn unused(
     indexes
         .iter()
         .filter(|ix| {
-            !(ix.is_id() || ix.unique || ix.ttl || ix.hidden || reported.contains(&ix.name))
+            !(ix.is_id() || ix.unique || ix.ttl || ix.hidden || reported.contains(&ix.name) || hinted(ix))
                 && ix.key.iter().all(|(_, p)| !matches!(p, KeyPart::Special(_)))
         })
         .filter(|ix| observed.iter().all(|o| index_fit::fit_of(&o.need, ix, multikey).quality == Quality::Unusable))
@@ -816,10 +902,18 @@ mod tests {
         );
     }
 
+    /// The application lists the collection's indexes (as ODMs and tools do).
+    fn list(s: &mut Script, ns: &str, keys: Vec<(Document, &str)>) {
+        let c = s.connect("10.0.0.9:50003", "admin", "mongosh 2.5.0");
+        let (db, coll) = ns.split_once('.').unwrap();
+        let docs = keys.into_iter().map(|(key, name)| doc! {"v": 2, "key": key, "name": name}).collect();
+        s.exchange(c, doc! {"listIndexes": coll, "cursor": {}, "$db": db}, batch(ns, docs, 0, true));
+    }
+
     #[test]
     fn order_history_without_its_index_is_flagged_with_the_esr_key() {
         let f = advisor_run(|s| {
-            create(s, "shop.orders", doc! {"createdAt": 1}, "createdAt_1");
+            list(s, "shop.orders", vec![(doc! {"_id": 1}, "_id_"), (doc! {"createdAt": 1}, "createdAt_1")]);
             history(s, 30);
         });
         assert_eq!(f.len(), 1, "{f:#?}");
@@ -886,6 +980,60 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].severity, "low");
         assert!(f[0].recommendation.contains("does not know"), "{}", f[0].recommendation);
+        // createIndexes seen says which indexes exist, not that there are no others.
+        let f = advisor_run(|s| {
+            create(s, "shop.orders", doc! {"createdAt": 1}, "createdAt_1");
+            history(s, 30);
+        });
+        assert_eq!(f[0].severity, "low", "{f:#?}");
+    }
+
+    #[test]
+    fn hinted_indexes_are_used_and_text_indexes_cover_nothing() {
+        let f = advisor_run(|s| {
+            list(
+                s,
+                "shop.orders",
+                vec![
+                    (doc! {"_id": 1}, "_id_"),
+                    (doc! {"sku": 1}, "sku_1"),
+                    (doc! {"sku": 1, "notes": "text"}, "sku_1_notes_text"),
+                    (doc! {"region": 1}, "region_1"),
+                ],
+            );
+            let c = s.connect("10.0.0.7:50001", "shop-api", "PyMongo 4.20.1");
+            for i in 0..120 {
+                find(s, c, "shop.orders", doc! {"filter": {"sku": i}}, vec![]);
+                find(s, c, "shop.orders", doc! {"filter": {"total": {"$gt": i}}, "hint": "region_1"}, vec![]);
+            }
+        });
+        // total is unindexed (a missing index), but region_1 is hinted (used) and sku_1
+        // is not redundant with an index that serves only $text.
+        let kinds: Vec<&str> = f.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["missing_index"], "{f:#?}");
+    }
+
+    #[test]
+    fn a_collections_default_collation_applies_to_its_queries() {
+        let f = advisor_run(|s| {
+            let c = s.connect("10.0.0.9:50003", "admin", "mongosh 2.5.0");
+            let fr = doc! {"locale": "fr", "strength": 3, "caseLevel": false, "version": "57.1"};
+            let docs = vec![
+                doc! {"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": fr.clone()},
+                doc! {"v": 2, "key": {"customerId": 1, "status": 1, "createdAt": -1}, "name": "h", "collation": fr},
+            ];
+            s.exchange(
+                c,
+                doc! {"listIndexes": "orders", "cursor": {}, "$db": "shop"},
+                batch("shop.orders", docs, 0, true),
+            );
+            history(s, 30);
+            let c = s.connect("10.0.0.7:50002", "shop-api", "PyMongo 4.20.1");
+            for i in 0..10 {
+                find(s, c, "shop.orders", doc! {"filter": {"_id": i}}, vec![]);
+            }
+        });
+        assert!(f.is_empty(), "{f:#?}");
     }
 
     #[test]

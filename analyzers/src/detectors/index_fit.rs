@@ -82,9 +82,9 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
     let key = &index.key;
     // A partial index holds only documents that pass its filter: the query's
     // conditions on those fields are served by it, whatever its key.
+    // Its key may still hold such a field: the walk steps over it as over an equality.
     let implied = |f: &String| index.partial.as_ref().is_some_and(|p| p.contains(f));
-    let mut eq_left: std::collections::BTreeSet<String> =
-        need.equality.iter().filter(|f| !implied(f)).cloned().collect();
+    let mut eq_left = need.equality.clone();
     let eq_total = eq_left.len();
     let mut i = 0;
     while i < key.len() && eq_left.remove(&key[i].0) {
@@ -92,6 +92,7 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
     }
     let eq_prefix = i;
     let bound_eq = eq_total - eq_left.len();
+    eq_left.retain(|f| !implied(f));
 
     // The sort, in order, all as asked or all inverted; equalities may sit between.
     let (mut j, mut pos, mut flip) = (0, i, None);
@@ -117,7 +118,7 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
             }
             j += 1;
             pos += 1;
-        } else if eq_in_sort.remove(field) {
+        } else if eq_in_sort.remove(field) || (implied(field) && need.equality.contains(field)) {
             pos += 1;
         } else {
             break;
@@ -126,7 +127,15 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
     let sort_ok = j == need.sort.len();
     let after = if sort_ok { pos } else { eq_prefix };
     let eq_done = if sort_ok { eq_in_sort.is_empty() } else { eq_left.is_empty() };
-    let ordered = |f: &String| key[after..].iter().any(|(k, p)| k == f && matches!(p, KeyPart::Ordered(_)));
+    // Range fields bound the scan only in the run of query fields right after the
+    // equalities and the sort; past a field the query does not mention, they are
+    // checked key by key, which is what a missing index costs.
+    let run = key[after..]
+        .iter()
+        .take_while(|(k, _)| need.range.contains(k) || need.equality.contains(k) || implied(k))
+        .count();
+    let ordered =
+        |f: &String| key[after..after + run].iter().any(|(k, p)| k == f && matches!(p, KeyPart::Ordered(_)));
     let range_done = need.range.iter().filter(|f| !implied(f)).all(ordered);
 
     let first = &key[0].0;
@@ -169,7 +178,14 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
 /// most), and only part of a query on more.
 fn wildcard(need: &Need, wild: &str) -> Fit {
     let prefix = wild.trim_end_matches("$**");
-    let fields: Vec<&String> = need.equality.iter().chain(&need.range).collect();
+    // A range on the sort field was folded into the sort; it is a filtered field here.
+    let sorted_range = need.sort.first().map(|(f, _)| f).filter(|_| need.sort.len() == 1);
+    let fields: Vec<&String> = need
+        .equality
+        .iter()
+        .chain(&need.range)
+        .chain(sorted_range.filter(|_| need.equality.is_empty() && need.range.is_empty()))
+        .collect();
     let under = fields.iter().filter(|f| f.starts_with(prefix)).count();
     let sort_ok = match need.sort.as_slice() {
         [] => true,
@@ -265,6 +281,8 @@ mod tests {
         assert_eq!(q(&sort_only, &index(rawdoc! {"at": 1})), Quality::Served);
         let esr = need(json!({"$and": [{"a": {"$eq": 1}}, {"total": {"$gt": 5}}]}), Some(json!({"at": 1})));
         assert_eq!(q(&esr, &index(rawdoc! {"a": 1, "at": 1, "total": 1})), Quality::Served);
+        // A range past a field the query does not mention is checked key by key.
+        assert_eq!(q(&esr, &index(rawdoc! {"a": 1, "at": 1, "x": 1, "total": 1})), Quality::Partial);
         // E-R-S: the range before the sort serves the filter, not the sort.
         assert_eq!(q(&esr, &index(rawdoc! {"a": 1, "total": 1, "at": 1})), Quality::SortInMemory);
         // A range on the sort field is served by the sort's part.
@@ -312,6 +330,15 @@ mod tests {
             Some(json!({"createdAt": -1})),
         );
         assert_eq!(q(&with_archived, &partial), Quality::Served);
+        // A partial index keyed on its own filter field serves a query that binds it.
+        let open = IndexSpec::from_document(
+            &rawdoc! {"key": {"status": 1, "createdAt": -1}, "partialFilterExpression": {"status": "open"}},
+        )
+        .unwrap();
+        assert_eq!(
+            q(&need(json!({"status": {"$eq": "?string"}}), Some(json!({"createdAt": -1}))), &open),
+            Quality::Served
+        );
         let french = IndexSpec::from_document(&rawdoc! {"key": good, "collation": {"locale": "fr"}}).unwrap();
         assert_eq!(q(&n, &french), Quality::Unusable);
         let sparse = IndexSpec::from_document(&rawdoc! {"key": {"at": 1}, "sparse": true}).unwrap();
@@ -342,6 +369,8 @@ mod tests {
         assert_eq!(q(&one, &all), Quality::Served);
         assert_eq!(q(&one, &attrs), Quality::Served);
         assert_eq!(q(&need(json!({"name": {"$eq": 1}}), None), &attrs), Quality::Unusable);
+        let ranged_sort = need(json!({"attrs.size": {"$gt": 1}}), Some(json!({"attrs.size": 1})));
+        assert_eq!(q(&ranged_sort, &attrs), Quality::Served);
         let two = need(json!({"$and": [{"attrs.color": {"$eq": 1}}, {"attrs.size": {"$gt": 1}}]}), None);
         assert_eq!(q(&two, &attrs), Quality::Partial);
     }
