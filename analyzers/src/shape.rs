@@ -410,10 +410,20 @@ fn stage(out: &mut Vec<u8>, s: &RawDocument) {
         (b"$match", Some(d)) => filter(o, d),
         (b"$sort", Some(_)) => literal(o, body),
         (b"$limit" | b"$skip" | b"$sample", _) => placeholder(o, body),
-        (b"$unwind" | b"$count" | b"$out" | b"$merge" | b"$sortByCount", _) => match body.kind {
+        // Names only: a collection, a path, a field name, options.
+        (b"$unwind" | b"$count" | b"$out", _) => match body.kind {
             0x02 | 0x03 => literal(o, body),
             _ => placeholder(o, body),
         },
+        // $merge names collections and fields, but its whenMatched pipeline and `let`
+        // carry values: those are shaped like any pipeline and expression.
+        (b"$merge", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.kind) {
+            (b"whenMatched", 0x04) => pipeline(o, v),
+            (b"let", 0x03) => object(o, v.as_document(), expression),
+            (b"into" | b"on" | b"whenMatched" | b"whenNotMatched", 0x02..=0x04) => literal(o, v),
+            _ => placeholder(o, v),
+        }),
+        (b"$merge", None) if body.kind == 0x02 => literal(o, body),
         (b"$project", Some(d)) => projection(o, d),
         (b"$lookup" | b"$unionWith", Some(d)) => lookup(o, d),
         // `{$unionWith: "coll"}` names a collection, like $lookup's `from`.
@@ -670,6 +680,23 @@ mod tests {
                 {"$limit": "?number"},
                 {"$project": {"total": true, "label": {"$concat": ["$name", "?string"]}}}
             ])
+        );
+    }
+
+    #[test]
+    fn merge_keeps_names_and_shapes_its_pipeline() {
+        let p = raw(doc! {"p": [
+            {"$merge": {"into": {"db": "reports", "coll": "totals"}, "on": ["region", "day"],
+                        "let": {"secret": "hunter2"},
+                        "whenMatched": [{"$set": {"note": "hunter2", "n": {"$add": ["$n", 41]}}}],
+                        "whenNotMatched": "insert"}},
+            {"$sortByCount": {"$concat": ["$a", "hunter2"]}}
+        ]});
+        let shaped = text(|o| pipeline(o, element::find(&p, "p").unwrap())).to_string();
+        assert!(!shaped.contains("hunter2") && !shaped.contains("41"), "{shaped}");
+        assert!(
+            shaped.contains("totals") && shaped.contains("region") && shaped.contains("insert"),
+            "{shaped}"
         );
     }
 
