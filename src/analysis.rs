@@ -3,13 +3,15 @@
 //! dropped (and counted) event.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::TryRecvError;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use mongotap_analyzers::pipeline::Pipeline;
-use mongotap_events::{Clock, TapEvent};
+use mongotap_events::Clock;
+
+use crate::proxy::tap::TapReceiver;
 
 /// Events handled per lock of the pipeline, so report readers get a turn.
 const BATCH: usize = 1024;
@@ -26,7 +28,7 @@ pub struct Analysis {
 
 impl Analysis {
     /// Starts draining `rx` into `pipeline`.
-    pub fn spawn(rx: Receiver<TapEvent>, pipeline: Pipeline, clock: Clock) -> Analysis {
+    pub fn spawn(rx: TapReceiver, pipeline: Pipeline, clock: Clock) -> Analysis {
         let pipeline = Arc::new(Mutex::new(pipeline));
         let stop = Arc::new(AtomicBool::new(false));
         let (p, s) = (pipeline.clone(), stop.clone());
@@ -72,7 +74,7 @@ fn lower_priority() {
     }
 }
 
-fn run(rx: Receiver<TapEvent>, pipeline: &Mutex<Pipeline>, stop: &AtomicBool, clock: Clock) {
+fn run(rx: TapReceiver, pipeline: &Mutex<Pipeline>, stop: &AtomicBool, clock: Clock) {
     let mut last_expire = clock.now();
     loop {
         // Poll, never block: a receiver blocked in recv must be woken by every send,

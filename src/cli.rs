@@ -81,6 +81,10 @@ pub struct ProxyArgs {
     /// Events queued for analysis before the tap starts dropping (and counting) them.
     #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 8_192)]
     pub tap_capacity: usize,
+    /// Megabytes of messages queued for analysis before the tap starts dropping (and
+    /// counting) them: the analysis backlog's memory bound.
+    #[arg(long, env = "MONGOTAP_TAP_MB", default_value_t = 128, value_name = "MB")]
+    pub tap_mb: u64,
     /// A production round trip to the database, in ms: the detectors price extra round
     /// trips (N+1) with it, since staging answers locally (default 1, or [detectors] assumed_rtt_ms).
     #[arg(long, env = "MONGOTAP_ASSUMED_RTT_MS", value_name = "MS")]
@@ -151,6 +155,7 @@ impl ProxyArgs {
             idle_timeout: Duration::from_secs(self.idle_timeout),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             tap_capacity: self.tap_capacity.max(1),
+            tap_bytes: self.tap_mb.max(1) * 1024 * 1024,
             ..mongotap::proxy::ProxyConfig::default()
         })
     }

@@ -27,7 +27,11 @@ const KEYS: &[&str] = &[
     "max_shapes",
     "show_values",
     "tap_capacity",
+    "tap_mb",
     "assumed_rtt_ms",
+    "no_side_connection",
+    "index_refresh",
+    "explain",
 ];
 
 /// What a config file says.

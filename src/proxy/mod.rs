@@ -41,6 +41,8 @@ pub struct ProxyConfig {
     pub shutdown_grace: Duration,
     /// Events the tap's channel holds before it drops.
     pub tap_capacity: usize,
+    /// Bytes of messages the tap holds for the analysis before it drops.
+    pub tap_bytes: u64,
     /// Messages larger than this are forwarded but not analysed.
     pub max_analysed_message: usize,
 }
@@ -55,6 +57,7 @@ impl Default for ProxyConfig {
             connect_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(5),
             tap_capacity: 8_192,
+            tap_bytes: 128 * 1024 * 1024,
             max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
         }
     }
@@ -94,7 +97,7 @@ impl Proxy {
         let listener = TcpListener::bind(&config.listen).await?;
         let local_addr = listener.local_addr()?;
         let clock = Clock::new();
-        let (tap, rx) = Tap::new(config.tap_capacity, clock);
+        let (tap, rx) = Tap::new(config.tap_capacity, config.tap_bytes, clock);
         let analysis = Analysis::spawn(rx, pipeline, clock);
         let upstream = Upstream::new(config.upstream.clone(), config.connect_timeout);
         let shared =

@@ -20,6 +20,10 @@ const READ_MIN: usize = 4 * 1024;
 /// The most reserved at once for a message being skipped (too large to analyse).
 const READ_MAX: usize = 256 * 1024;
 
+/// After a large message, a buffer larger than this is given back (a connection
+/// that once carried 16 MB must not keep 16 MB for the rest of its life).
+const KEEP_MAX: usize = 1024 * 1024;
+
 /// How a pump ended badly; a clean end of stream is `Ok`.
 #[derive(Debug)]
 pub enum PumpError {
@@ -46,34 +50,113 @@ where
 {
     let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut splitter = Splitter::new(keep_limit);
+    let mut budget = Budget::default();
     let mut forwarded = 0u64;
     loop {
         // Grow only when room runs low or the message being framed needs more (its
         // header says how much), so a large message is read in few calls. Otherwise
         // `reserve` just moves the unread tail to the front of the same buffer.
+        budget.decide(&mut splitter, &buf, tap);
         let need = splitter.wanted(&buf).min(READ_MAX);
         let spare = buf.capacity() - buf.len();
         if spare < READ_MIN / 4 || spare < need {
             buf.reserve(need.max(READ_MIN));
         }
         let start = buf.len();
-        let n = from.read_buf(&mut buf).await.map_err(PumpError::Read)?;
+        let n = match from.read_buf(&mut buf).await {
+            Ok(n) => n,
+            Err(e) => {
+                budget.give_back(tap);
+                return Err(PumpError::Read(e));
+            }
+        };
         if n == 0 {
+            budget.give_back(tap);
             // Half-close: the peer finished sending; tell the other side the same.
             let _ = to.shutdown().await;
             return Ok(forwarded);
         }
         let at = tap.clock().now();
-        to.write_all(&buf[start..start + n]).await.map_err(PumpError::Write)?;
+        if let Err(e) = to.write_all(&buf[start..start + n]).await {
+            budget.give_back(tap);
+            return Err(PumpError::Write(e));
+        }
         forwarded += n as u64;
         activity.store(at, Ordering::Relaxed);
-        while let Some(item) = splitter.next(&mut buf) {
-            tap.send(match item {
-                Ok(Split::Frame(frame)) => TapEvent::Message { conn, dir, at, frame },
-                Ok(Split::TooLarge(header)) => TapEvent::TooLarge { conn, dir, at, header },
-                Err(error) => TapEvent::Unframeable { conn, dir, at, error },
-            });
+        loop {
+            budget.decide(&mut splitter, &buf, tap);
+            let Some(item) = splitter.next(&mut buf) else { break };
+            match item {
+                Ok(Split::Frame(frame)) => budget.send(tap, TapEvent::Message { conn, dir, at, frame }),
+                // Not too large to analyse, only larger than the budget's room: dropped.
+                Ok(Split::TooLarge(_)) if budget.skipping => budget.skipped(&mut splitter, tap, keep_limit),
+                Ok(Split::TooLarge(header)) => {
+                    tap.send(TapEvent::TooLarge { conn, dir, at, header });
+                }
+                Err(error) => {
+                    budget.give_back(tap);
+                    tap.send(TapEvent::Unframeable { conn, dir, at, error });
+                }
+            }
         }
+        if buf.capacity() > KEEP_MAX && buf.len() < READ_MIN {
+            let mut small = BytesMut::with_capacity(READ_MIN);
+            small.extend_from_slice(&buf);
+            buf = small;
+        }
+    }
+}
+
+/// Messages above this size are buffered only against a reservation in the tap's
+/// byte budget: a connection holds a large message whole while it arrives, and many
+/// connections doing so at once must stay within the budget too.
+const RESERVE_ABOVE: usize = 64 * 1024;
+
+/// The pump's share of the tap's byte budget: the reservation for the large message
+/// being framed, or that it is being passed over for want of room.
+#[derive(Debug, Default)]
+struct Budget {
+    reserved: u64,
+    skipping: bool,
+}
+
+impl Budget {
+    /// Before framing the message at the front: a large one is kept only if its bytes
+    /// can be set aside; otherwise the splitter passes over it (forwarded, not kept).
+    fn decide(&mut self, splitter: &mut Splitter, buf: &[u8], tap: &Tap) {
+        if self.reserved > 0 || self.skipping {
+            return;
+        }
+        if let Some(len) = splitter.front_len(buf).filter(|&l| l > RESERVE_ABOVE) {
+            if tap.reserve(len as u64) {
+                self.reserved = len as u64;
+            } else {
+                splitter.set_keep_limit(len - 1);
+                self.skipping = true;
+            }
+        }
+    }
+
+    /// Sends a framed message, on its reservation if it has one.
+    fn send(&mut self, tap: &Tap, ev: TapEvent) {
+        if std::mem::take(&mut self.reserved) > 0 {
+            tap.send_reserved(ev);
+        } else {
+            tap.send(ev);
+        }
+    }
+
+    /// The message passed over for want of room: dropped and counted; the next one
+    /// is judged afresh.
+    fn skipped(&mut self, splitter: &mut Splitter, tap: &Tap, keep_limit: usize) {
+        tap.drop_one();
+        splitter.set_keep_limit(keep_limit);
+        self.skipping = false;
+    }
+
+    /// The connection ends with a message half read: its reservation goes back.
+    fn give_back(&mut self, tap: &Tap) {
+        tap.release(std::mem::take(&mut self.reserved));
     }
 }
 
@@ -93,7 +176,7 @@ mod tests {
             stream.extend(m);
         }
         stream.extend_from_slice(b"trailing garbage that is not a frame");
-        let (tap, rx) = Tap::new(16, Clock::new());
+        let (tap, rx) = Tap::new(16, u64::MAX, Clock::new());
         let mut out = Vec::new();
         let activity = AtomicU64::new(0);
         let n = pump(&stream[..], &mut out, 1, Direction::ToServer, &tap, 1 << 20, &activity).await.unwrap();
@@ -104,5 +187,32 @@ mod tests {
         assert!(matches!(events[2], TapEvent::Message { ref frame, .. } if frame.header.request_id == 2));
         assert!(matches!(events[3], TapEvent::Unframeable { .. }));
         assert!(activity.load(Ordering::Relaxed) > 0);
+    }
+
+    #[tokio::test]
+    async fn a_large_message_past_the_byte_budget_is_forwarded_but_not_kept() {
+        let msg = |id: i32, len: usize| {
+            let mut m = vec![0u8; len];
+            m[0..4].copy_from_slice(&(len as i32).to_le_bytes());
+            m[4..8].copy_from_slice(&id.to_le_bytes());
+            m[12..16].copy_from_slice(&2013i32.to_le_bytes());
+            m
+        };
+        let stream = [msg(1, 200_000), msg(2, 100), msg(3, 90_000)].concat();
+        let (tap, rx) = Tap::new(16, 150_000, Clock::new());
+        let mut out = Vec::new();
+        let activity = AtomicU64::new(0);
+        pump(&stream[..], &mut out, 1, Direction::ToServer, &tap, 1 << 20, &activity).await.unwrap();
+        assert_eq!(out, stream, "byte-exact");
+        let kept: Vec<i32> = rx
+            .try_iter()
+            .filter_map(|e| match e {
+                TapEvent::Message { frame, .. } => Some(frame.header.request_id),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kept, [2, 3], "the 200 KB message did not fit the 150 KB budget");
+        assert_eq!(tap.dropped(), 1);
+        assert_eq!(tap.queued_bytes(), 0, "every reservation was used or given back");
     }
 }

@@ -4,9 +4,15 @@
 //! gets through is preceded by a [`TapEvent::Gap`], so the analysis learns of the
 //! hole before it reads on (on any connection: a driver's pool spreads one request
 //! over several, so a hole on one is a hole for all).
+//!
+//! The backlog is bounded twice: by events (the channel's capacity) and by bytes
+//! (the messages' sizes: 8,192 events of up to 16 MiB each would be 128 GiB). An
+//! event that would take the queued bytes past the budget is dropped and counted
+//! like one that finds the channel full.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::Arc;
 
 use mongotap_events::{Clock, TapEvent};
 
@@ -15,6 +21,9 @@ use mongotap_events::{Clock, TapEvent};
 pub struct Tap {
     tx: SyncSender<TapEvent>,
     clock: Clock,
+    /// Bytes of messages queued and not yet taken by the analysis.
+    queued: Arc<AtomicU64>,
+    budget: u64,
     offered: AtomicU64,
     dropped: AtomicU64,
     /// Drops a `Gap` has already told the analysis of.
@@ -22,22 +31,50 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// A tap and the receiving end of its channel, which holds at most `capacity` events.
-    pub fn new(capacity: usize, clock: Clock) -> (Tap, Receiver<TapEvent>) {
+    /// A tap and the receiving end of its channel, which holds at most `capacity`
+    /// events and `budget` bytes of messages.
+    pub fn new(capacity: usize, budget: u64, clock: Clock) -> (Tap, TapReceiver) {
         let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
+        let queued = Arc::new(AtomicU64::new(0));
         let tap = Tap {
             tx,
             clock,
+            queued: queued.clone(),
+            budget,
             offered: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             announced: AtomicU64::new(0),
         };
-        (tap, rx)
+        (tap, TapReceiver { rx, queued })
     }
 
     /// Offers an event; drops and counts it if the analysis is behind or gone.
     /// Returns whether it got through.
     pub fn send(&self, ev: TapEvent) -> bool {
+        self.offer(ev, false)
+    }
+
+    /// Sets `bytes` aside for a large message before it is buffered (the pump holds
+    /// it whole while it arrives); false when the budget has no room for it.
+    pub fn reserve(&self, bytes: u64) -> bool {
+        if self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes > self.budget {
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back a reservation whose message will not be sent.
+    pub fn release(&self, bytes: u64) {
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Offers the message a reservation was made for (its bytes are already counted).
+    pub fn send_reserved(&self, ev: TapEvent) -> bool {
+        self.offer(ev, true)
+    }
+
+    fn offer(&self, ev: TapEvent, reserved: bool) -> bool {
         self.offered.fetch_add(1, Ordering::Relaxed);
         let dropped = self.dropped.load(Ordering::Relaxed);
         let announced = self.announced.load(Ordering::Relaxed);
@@ -47,18 +84,39 @@ impl Tap {
             // both announce the same hole: a second marker only resets twice.)
             let gap = TapEvent::Gap { at: ev.at(), dropped: dropped - announced };
             if self.tx.try_send(gap).is_err() {
+                if reserved {
+                    self.release(bytes_of(&ev));
+                }
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return false;
             }
             self.announced.fetch_max(dropped, Ordering::Relaxed);
         }
+        let size = bytes_of(&ev);
+        if !reserved && size > 0 && self.queued.fetch_add(size, Ordering::Relaxed) + size > self.budget {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         match self.tx.try_send(ev) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(size, Ordering::Relaxed);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
         }
+    }
+
+    /// A message was passed over for want of room: offered and dropped.
+    pub fn drop_one(&self) {
+        self.offered.fetch_add(1, Ordering::Relaxed);
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes of messages queued for the analysis now.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// The clock events are stamped with.
@@ -77,13 +135,42 @@ impl Tap {
     }
 }
 
+/// The bytes an event holds in the queue: its message, if it carries one.
+fn bytes_of(ev: &TapEvent) -> u64 {
+    match ev {
+        TapEvent::Message { frame, .. } => frame.bytes.len() as u64,
+        _ => 0,
+    }
+}
+
+/// The analysis side of the tap: taking an event gives its bytes back to the budget.
+#[derive(Debug)]
+pub struct TapReceiver {
+    rx: Receiver<TapEvent>,
+    queued: Arc<AtomicU64>,
+}
+
+impl TapReceiver {
+    /// The next event, if one is queued.
+    pub fn try_recv(&self) -> Result<TapEvent, TryRecvError> {
+        let ev = self.rx.try_recv()?;
+        self.queued.fetch_sub(bytes_of(&ev), Ordering::Relaxed);
+        Ok(ev)
+    }
+
+    /// Every event queued now.
+    pub fn try_iter(&self) -> impl Iterator<Item = TapEvent> + '_ {
+        std::iter::from_fn(move || self.try_recv().ok())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_full_channel_drops_and_counts_without_blocking() {
-        let (tap, rx) = Tap::new(2, Clock::new());
+        let (tap, rx) = Tap::new(2, u64::MAX, Clock::new());
         for conn in 0..5 {
             tap.send(TapEvent::Closed { conn, at: 0 });
         }
@@ -95,8 +182,29 @@ mod tests {
     }
 
     #[test]
+    fn the_byte_budget_drops_large_messages_and_is_given_back() {
+        use mongotap_wire::{Frame, OpMsg};
+        let msg = |n: usize| {
+            let d = bson::doc! {"insert": "c", "documents": [{"blob": "x".repeat(n)}], "$db": "d"};
+            Frame::from_bytes(OpMsg::new(mongotap_wire::Document::from_doc(&d)).encode(1, 0)).unwrap()
+        };
+        let (tap, rx) = Tap::new(100, 10_000, Clock::new());
+        let ev =
+            |frame| TapEvent::Message { conn: 1, dir: mongotap_events::Direction::ToServer, at: 0, frame };
+        assert!(tap.send(ev(msg(4_000))));
+        assert!(tap.send(ev(msg(4_000))));
+        assert!(!tap.send(ev(msg(4_000))), "past the budget: dropped");
+        assert!(tap.send(TapEvent::Closed { conn: 2, at: 0 }) || tap.dropped() > 0);
+        assert_eq!(tap.dropped(), 1);
+        assert!(tap.queued_bytes() > 8_000 && tap.queued_bytes() <= 10_000);
+        assert_eq!(rx.try_iter().filter(|e| matches!(e, TapEvent::Message { .. })).count(), 2);
+        assert_eq!(tap.queued_bytes(), 0, "taking events gives their bytes back");
+        assert!(tap.send(ev(msg(4_000))));
+    }
+
+    #[test]
     fn a_hole_is_announced_before_the_next_event_of_any_connection() {
-        let (tap, rx) = Tap::new(2, Clock::new());
+        let (tap, rx) = Tap::new(2, u64::MAX, Clock::new());
         for at in 0..5 {
             tap.send(TapEvent::Closed { conn: 7, at });
         }
@@ -116,7 +224,7 @@ mod tests {
         assert!(matches!(rx.try_iter().collect::<Vec<_>>()[..], [TapEvent::Closed { at: 6, .. }]));
 
         // A marker that cannot be queued drops the event behind it too.
-        let (tap, rx) = Tap::new(2, Clock::new());
+        let (tap, rx) = Tap::new(2, u64::MAX, Clock::new());
         for at in 0..3 {
             tap.send(TapEvent::Closed { conn: 1, at }); // the third is dropped: full
         }

@@ -18,6 +18,9 @@ pub struct Frame {
     pub bytes: Bytes,
 }
 
+/// Messages this large leave the read buffer without a copy.
+const SLICE_ABOVE: usize = 1024 * 1024;
+
 /// The declared length of the message at the front of `buf`: `Ok(None)` until 16
 /// bytes are there; an error when the length is below the header or above `limit`.
 pub fn frame_length(buf: &[u8], limit: usize) -> Result<Option<usize>> {
@@ -97,6 +100,21 @@ impl Splitter {
         self.broken
     }
 
+    /// Changes the largest message kept from now on (the caller's memory budget); a
+    /// message already being framed that no longer fits is passed over.
+    pub fn set_keep_limit(&mut self, keep_limit: usize) {
+        self.keep_limit = keep_limit.min(MAX_MESSAGE_SIZE);
+    }
+
+    /// The declared length of the message at the front of `buf`, when its header is
+    /// there and it is not being passed over.
+    pub fn front_len(&self, buf: &[u8]) -> Option<usize> {
+        if self.broken || self.skip > 0 {
+            return None;
+        }
+        frame_length(buf, MAX_MESSAGE_SIZE).ok().flatten()
+    }
+
     /// How many more bytes the message at the front of `buf` needs before it can be
     /// yielded (or passed over, when it is being skipped); 0 when not yet known. The
     /// caller sizes its next read with it, so buffers grow only as messages require.
@@ -147,11 +165,18 @@ impl Splitter {
         if buf.len() < len {
             return None;
         }
-        // A copy, not a slice of `buf`: a frame waiting in a queue would otherwise pin
-        // the whole read buffer, and the next read would need a new one. Copying the
-        // message is cheaper than that allocation, and the buffer is reused in place.
-        let bytes = Bytes::copy_from_slice(&buf[..len]);
-        buf.advance(len);
+        // A small message is copied, not sliced out of `buf`: a frame waiting in a queue
+        // would otherwise pin the whole read buffer, and the next read would need a new
+        // one. Copying is cheaper than that allocation, and the buffer is reused in
+        // place. A large message takes its bytes with it instead: the buffer grew for
+        // it, a copy would hold it twice.
+        let bytes = if len >= SLICE_ABOVE {
+            buf.split_to(len).freeze()
+        } else {
+            let b = Bytes::copy_from_slice(&buf[..len]);
+            buf.advance(len);
+            b
+        };
         Some(Ok(Split::Frame(Frame { header, bytes })))
     }
 }

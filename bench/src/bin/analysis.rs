@@ -19,18 +19,8 @@ use bytes::Bytes;
 use mongotap_analyzers::detectors::Detectors;
 use mongotap_analyzers::event::{Direction, TapEvent};
 use mongotap_analyzers::pipeline::Pipeline;
-use mongotap_bench::{find_reply, find_request};
+use mongotap_bench::{find_reply, find_request, rss_kib};
 use mongotap_wire::{Document, Frame, OpMsg};
-
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 /// The captured mixed workload and the load generator's pairs, as (direction, frame).
 fn corpus() -> Vec<(Direction, Frame)> {

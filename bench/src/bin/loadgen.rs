@@ -3,7 +3,8 @@
 //! `responseTo` is checked. Prints one line: target, connections, ops/s, p50, p99 (µs).
 //! Usage: loadgen ADDR CONNECTIONS SECONDS [LABEL] [SHAPES]
 //! With SHAPES, requests cycle through that many distinct filter shapes (one field
-//! name each) instead of repeating one pre-encoded find.
+//! name each) instead of repeating one pre-encoded find. With the LABEL `large`,
+//! SHAPES is a size in bytes: each request inserts one document that large.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,7 @@ async fn main() {
     let label = args.get(4).cloned().unwrap_or_else(|| addr.clone());
     let shapes: usize = args.get(5).map_or(0, |s| s.parse().expect("SHAPES"));
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let label_is_large = label == "large";
     let mut tasks = Vec::new();
     for c in 0..conns {
         let addr = addr.clone();
@@ -33,11 +35,12 @@ async fn main() {
             let mut buf = BytesMut::with_capacity(16 * 1024);
             let mut id = (c as i32) << 20;
             // Pre-encode once; only the requestID changes.
-            let mut req = find_request(0);
+            let large = label_is_large;
+            let mut req = if large { mongotap_bench::insert_request(0, shapes) } else { find_request(0) };
             let mut n = c;
             while Instant::now() < deadline {
                 id += 1;
-                if shapes > 0 {
+                if shapes > 0 && !large {
                     req = mongotap_bench::find_request_with_field(id, &format!("f{}", n % shapes));
                     n += conns;
                 }

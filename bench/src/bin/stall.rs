@@ -3,18 +3,10 @@
 //! within noise, and the stalled rounds' events must show up as dropped, counted.
 //! Usage: stall CANNED_ADDR [ROUNDS] [SECONDS]
 
-use std::process::Command;
-
 use mongotap::proxy::{Proxy, ProxyConfig};
 
 fn loadgen(addr: &str, secs: &str) -> f64 {
-    let exe = std::env::current_exe().unwrap().with_file_name("loadgen");
-    let out = Command::new(exe).args([addr, "32", secs, "stall"]).output().expect("running loadgen");
-    String::from_utf8_lossy(&out.stdout)
-        .split('\t')
-        .nth(2)
-        .and_then(|v| v.trim().parse().ok())
-        .expect("loadgen output")
+    mongotap_bench::loadgen(&[addr, "32", secs, "stall"])
 }
 
 // Holding the analysis lock across the stalled round is the point of this harness.
