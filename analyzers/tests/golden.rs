@@ -249,41 +249,37 @@ fn indexes_report() -> Report {
     use mongotap_analyzers::script::{batch, Script};
     let mut s = Script::new();
     let web = s.connect("10.0.0.7:50001", "shop-web", "PyMongo 4.20.1");
-    let listed = |keys: Vec<(bson::Document, &str, bool)>| {
-        keys.into_iter()
-            .map(|(key, name, unique)| doc! {"v": 2, "key": key, "name": name, "unique": unique})
-            .collect::<Vec<_>>()
-    };
-    s.exchange(
-        web,
-        doc! {"listIndexes": "orders", "cursor": {}, "$db": "shop"},
-        batch(
-            "shop.orders",
-            listed(vec![
+    let indexes = [
+        (
+            "orders",
+            vec![
                 (doc! {"_id": 1}, "_id_", false),
                 (doc! {"createdAt": 1}, "createdAt_1", false),
                 (doc! {"customerId": 1}, "customerId_1", false),
                 (doc! {"legacyCode": 1}, "legacyCode_1", false),
-            ]),
-            0,
-            true,
+            ],
         ),
-    );
-    s.exchange(
-        web,
-        doc! {"listIndexes": "users", "cursor": {}, "$db": "shop"},
-        batch(
-            "shop.users",
-            listed(vec![
+        (
+            "users",
+            vec![
                 (doc! {"_id": 1}, "_id_", false),
                 (doc! {"email": 1}, "email_1", true),
                 (doc! {"name": 1}, "name_1", false),
                 (doc! {"name": 1, "email": 1}, "name_1_email_1", false),
-            ]),
-            0,
-            true,
+            ],
         ),
-    );
+    ];
+    for (coll, keys) in indexes {
+        let listed = keys
+            .into_iter()
+            .map(|(key, name, unique)| doc! {"v": 2, "key": key, "name": name, "unique": unique})
+            .collect();
+        s.exchange(
+            web,
+            doc! {"listIndexes": coll, "cursor": {}, "$db": "shop"},
+            batch(&format!("shop.{coll}"), listed, 0, true),
+        );
+    }
     for i in 0..40 {
         s.exchange(
             web,

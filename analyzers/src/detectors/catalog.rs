@@ -84,11 +84,7 @@ impl IndexSpec {
         for e in element::elements(d) {
             match e.key {
                 b"name" => spec.name = e.as_str()?.to_owned(),
-                b"key" => {
-                    spec.key = element::elements(e.as_document()?)
-                        .filter_map(|k| Some((k.key_str()?.to_owned(), KeyPart::from_element(&k))))
-                        .collect()
-                }
+                b"key" => spec.key = key_of(e.as_document()?),
                 b"unique" => spec.unique = e.as_bool().unwrap_or_else(|| e.is_one()),
                 b"sparse" => spec.sparse = e.as_bool().unwrap_or_else(|| e.is_one()),
                 b"hidden" => spec.hidden = e.as_bool().unwrap_or_else(|| e.is_one()),
@@ -141,6 +137,11 @@ impl IndexSpec {
     pub fn key_js(&self) -> String {
         key_js(self.key.iter().map(|(f, p)| (f.as_str(), p.to_json())))
     }
+}
+
+/// An index key from its document (`{a: 1, b: "hashed"}`).
+pub fn key_of(d: &RawDocument) -> Vec<(String, KeyPart)> {
+    element::elements(d).filter_map(|k| Some((k.key_str()?.to_owned(), KeyPart::from_element(&k)))).collect()
 }
 
 /// The fields a filter names, through `$and`/`$or` (a partial index's filter).

@@ -25,7 +25,7 @@ use mongotap_wire::element;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use serde_json::{json, Value};
 
-use super::catalog::{Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source};
+use super::catalog::{key_of, Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source};
 use super::esr::{self, Need};
 use super::index_fit::{self, Quality};
 use super::{collection, ms, Context, Detector, Draft, Severity, Thresholds};
@@ -120,7 +120,7 @@ impl IndexAdvisor {
             }
             "listIndexes" => {
                 // The first batch holds every index (at most 64, the default batch is 101).
-                let Some(batch) = reply.batch_elements() else { return };
+                let Some(batch) = v.batch else { return };
                 let specs: Vec<IndexSpec> = element::elements(batch)
                     .filter_map(|d| d.as_document())
                     .filter_map(IndexSpec::from_document)
@@ -218,11 +218,6 @@ impl IndexAdvisor {
     fn is_multikey(&self, namespace: &str, path: &str) -> bool {
         self.multikey.contains(&Self::multikey_key(namespace, path))
     }
-}
-
-/// An index key from its document.
-fn key_of(d: &RawDocument) -> Vec<(String, KeyPart)> {
-    element::elements(d).filter_map(|k| Some((k.key_str()?.to_owned(), KeyPart::from_element(&k)))).collect()
 }
 
 /// Whether any value along the dotted `path` of `doc` is an array.
