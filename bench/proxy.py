@@ -68,6 +68,18 @@ def loadgen(port, conns, label):
     return float(out[2]), int(out[3]), int(out[4])
 
 
+def tap_counters(admin):
+    """(events offered, events dropped) so far, from mongotap's /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5).read().decode()
+    got = {}
+    for line in text.splitlines():
+        for name in ("mongotap_events_offered_total", "mongotap_events_dropped_total"):
+            if line.startswith(name + " "):
+                got[name] = int(float(line.split()[1]))
+    return got.get("mongotap_events_offered_total", 0), got.get("mongotap_events_dropped_total", 0)
+
+
 def main():
     procs = []
     try:
@@ -92,8 +104,9 @@ listen mongo
         wait_port(haproxy)
         tap = free_port()
         report = tempfile.mktemp(suffix=".json")
+        admin = free_port()
         mt = subprocess.Popen([os.path.join(REL, "mongotap"), "proxy", "--listen", f"127.0.0.1:{tap}", "--upstream",
-                               f"127.0.0.1:{canned}", "--admin", "off", "--report-json", report],
+                               f"127.0.0.1:{canned}", "--admin", f"127.0.0.1:{admin}", "--report-json", report],
                               stderr=subprocess.DEVNULL)
         procs.append(mt)
         wait_port(tap)
@@ -102,13 +115,20 @@ listen mongo
         results = {}
         cpu = {}  # (target, thread kind) -> CPU seconds during the 32-connection runs
         ops32 = {}
+        offered32 = dropped32 = 0  # tap events at 32 connections, mongotap only
         for r in range(ROUNDS):
             # Rotate the order each round so no target always runs first or last.
             order = targets[r % 3:] + targets[:r % 3]
             for conns in (1, 32):
                 for name, port in order:
                     before = cpu_seconds(pids[name]) if name in pids and conns == 32 else None
+                    counted = tap_counters(admin) if name == "mongotap" and conns == 32 else None
                     results.setdefault((name, conns), []).append(loadgen(port, conns, name))
+                    if counted is not None:
+                        time.sleep(0.2)  # the last replies' events reach the tap
+                        o, d = tap_counters(admin)
+                        offered32 += o - counted[0]
+                        dropped32 += d - counted[1]
                     if before is not None:
                         after = cpu_seconds(pids[name])
                         for thread, t in after.items():
@@ -162,6 +182,8 @@ listen mongo
     h_all = us.get(("haproxy", "forwarding"), 0.0)
     print(f"CPU per operation at 32 connections: haproxy {h_all:.1f} us; mongotap {m_fwd + m_an:.1f} us "
           f"(forwarding {m_fwd:.1f} + analysis {m_an:.1f}) -> ratio {(m_fwd + m_an) / max(h_all, 0.01):.2f}")
+    print(f"events dropped at 32 connections (saturation): {dropped32} of {offered32} offered = "
+          f"{100 * dropped32 / max(offered32, 1):.2f}% (target <= 1%)")
     print(f"mongotap peak RSS: {rss / 1024:.1f} MiB after the runs above; {rss_shapes / 1024:.1f} MiB after 1,000 "
           f"concurrent connections over 10,000 distinct shapes ({totals['shapes']} rows kept; target < 150 MB)")
     print(f"mongotap analysed {totals['operations']} operations, "

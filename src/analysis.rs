@@ -87,9 +87,17 @@ fn run(rx: TapReceiver, pipeline: &Mutex<Pipeline>, stop: &AtomicBool, clock: Cl
         } else {
             drop(batch);
             match rx.try_recv() {
-                Err(TryRecvError::Disconnected) => return,
-                Err(TryRecvError::Empty) if stop.load(Ordering::Relaxed) => return,
-                Err(TryRecvError::Empty) => std::thread::sleep(IDLE_POLL),
+                Err(e) => {
+                    // Quiet: drops no event has followed are announced now, so a
+                    // report never misses a hole at the end of the traffic.
+                    if let Some(gap) = rx.quiet_gap(clock.now()) {
+                        pipeline.lock().unwrap_or_else(|e| e.into_inner()).feed(gap);
+                    }
+                    if e == TryRecvError::Disconnected || stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(IDLE_POLL);
+                }
                 Ok(ev) => pipeline.lock().unwrap_or_else(|e| e.into_inner()).feed(ev),
             }
         }

@@ -62,6 +62,9 @@ pub fn summary(r: &Report) -> String {
         "mongotap: {} operations, {} connections, {:.1} s, {} events dropped, {} parse errors",
         t.operations, t.connections, r.window.seconds, t.events_dropped, t.parse_errors
     );
+    if let Some(loss) = r.loss_in_words() {
+        let _ = writeln!(s, "{loss}");
+    }
     let rows: Vec<_> = r.access_patterns.iter().filter(|p| p.category != "command").take(10).collect();
     if !rows.is_empty() {
         let _ = writeln!(s, "{:>7} {:>6} {:>9}  operation", "count", "share", "p99 ms");
@@ -70,7 +73,7 @@ pub fn summary(r: &Report) -> String {
             let _ = writeln!(
                 s,
                 "{:>7} {:>5.1}% {:>9}  {} {} {}",
-                p.count,
+                if p.count_lower_bound { format!("≥{}", p.count) } else { p.count.to_string() },
                 p.share * 100.0,
                 p99,
                 p.command,

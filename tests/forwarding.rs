@@ -166,6 +166,21 @@ async fn a_stalled_analysis_never_slows_forwarding_and_drops_are_counted_exactly
     // there is one), but they are not traffic.
     let gaps = p.exchange_stats().gaps;
     assert_eq!(p.events() - gaps + dropped, offered, "every event was either analysed or counted as dropped");
+    // The drops reach the report: by connection, on the rows, in words; the
+    // connections whose closes were dropped are let go of all the same.
+    let r = mongotap_analyzers::report::Report::build(
+        &p,
+        mongotap_analyzers::report::RunFacts { events_dropped: dropped },
+    );
+    assert_eq!(r.traffic.lossy.iter().map(|l| l.events_dropped).sum::<u64>(), dropped);
+    assert_eq!(r.traffic.lossy_connections, 4);
+    assert_eq!(p.open_connections(), 0, "lost closes still end their connections");
+    assert!(
+        r.access_patterns.iter().any(|p| p.count_lower_bound),
+        "rows seen around the hole are lower bounds"
+    );
+    let words = r.loss_in_words().unwrap();
+    assert!(words.contains(&format!("skipped {dropped} of {offered} events")), "{words}");
 }
 
 async fn expect_closed(s: &mut TcpStream, within: Duration) {

@@ -68,8 +68,28 @@ pub struct ExchangeStats {
     pub unanswered: u64,
     /// Messages on connections whose analysis had stopped.
     pub skipped_after_error: u64,
-    /// Holes in a connection's events: the tap dropped some (the analysis was behind).
+    /// Holes in the events: the tap dropped some (the analysis was behind).
     pub gaps: u64,
+    /// Connections that lost events, by id (bounded by [`MAX_LOSSY_CONNS`]).
+    pub lossy: BTreeMap<ConnId, LossyConn>,
+    /// Connections that lost events, all of them (also those beyond the bound).
+    pub lossy_connections: u64,
+    /// Connections not analysed because the state table was full.
+    pub untracked_connections: u64,
+    /// Messages of those connections, forwarded and not analysed.
+    pub untracked_messages: u64,
+}
+
+/// Connections [`ExchangeStats::lossy`] names; the rest are only counted.
+pub const MAX_LOSSY_CONNS: usize = 1024;
+
+/// A connection that lost events: who it was and how many it lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LossyConn {
+    /// Events the tap dropped on it.
+    pub events: u64,
+    /// Its application name, when its handshake was seen.
+    pub app: Option<String>,
 }
 
 #[derive(Clone)]
@@ -128,7 +148,9 @@ impl Correlator {
         match ev {
             TapEvent::Opened { conn, client, at } => {
                 self.stats.connections += 1;
-                if self.conns.len() < self.limits.max_connections {
+                if self.conns.len() >= self.limits.max_connections {
+                    self.stats.untracked_connections += 1;
+                } else {
                     let info =
                         Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() }.keyed());
                     self.conns.insert(
@@ -142,11 +164,29 @@ impl Correlator {
                     self.stats.unanswered += state.pending.len() as u64;
                 }
             }
-            TapEvent::Gap { .. } => {
+            TapEvent::Gap { lost, .. } => {
                 // Requests whose replies fell in the hole expire as unanswered; replies
-                // whose requests fell in it arrive unpaired. Only the count is kept
-                // here: the pipeline tells the detectors, which reset what they follow.
+                // whose requests fell in it arrive unpaired. The pipeline tells the
+                // detectors, which reset what they follow; here each connection's loss
+                // is noted, and one whose close was lost is let go of now.
                 self.stats.gaps += 1;
+                for l in lost {
+                    let app = self.conns.get(&l.conn).and_then(|s| s.info.app_name.clone());
+                    let known = self.stats.lossy.contains_key(&l.conn);
+                    if !known {
+                        self.stats.lossy_connections += 1;
+                    }
+                    if known || self.stats.lossy.len() < MAX_LOSSY_CONNS {
+                        let e = self.stats.lossy.entry(l.conn).or_default();
+                        e.events += l.events;
+                        e.app = e.app.take().or(app);
+                    }
+                    if l.closed {
+                        if let Some(state) = self.conns.remove(&l.conn) {
+                            self.stats.unanswered += state.pending.len() as u64;
+                        }
+                    }
+                }
             }
             TapEvent::TooLarge { dir, .. } => {
                 // Its reply, if any, arrives unpaired and is counted there.
@@ -166,6 +206,7 @@ impl Correlator {
                 // capture that missed the accept: track it from here.
                 if !self.conns.contains_key(&conn) {
                     if self.conns.len() >= self.limits.max_connections {
+                        self.stats.untracked_messages += 1;
                         return;
                     }
                     let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());

@@ -46,10 +46,12 @@ impl Pipeline {
         let at = ev.at();
         self.first_at.get_or_insert(at);
         self.last_at = self.last_at.max(at);
-        if let TapEvent::Gap { .. } = ev {
+        if let TapEvent::Gap { dropped, .. } = ev {
             // Events were dropped somewhere: what detectors follow across events
-            // (a parent and its children, a run of reads) may have a hole.
+            // (a parent and its children, a run of reads) may have a hole, and the
+            // rows seen since the last gap are likely short of some operations.
             self.detectors.on_gap(at);
+            self.table.charge_loss(dropped);
         }
         let ops = &mut self.operations;
         let (table, detectors) = (&mut self.table, &mut self.detectors);
@@ -67,6 +69,7 @@ impl Pipeline {
     /// so an analysis that lags behind the traffic does not cut their windows short.
     pub fn expire(&mut self, now: Micros) {
         self.correlator.expire(now);
+        self.table.expire(self.last_at);
         self.detectors.expire(self.last_at);
     }
 
@@ -93,6 +96,11 @@ impl Pipeline {
     /// The access-pattern table.
     pub fn table(&self) -> &AccessTable {
         &self.table
+    }
+
+    /// Connections whose state the correlator holds now.
+    pub fn open_connections(&self) -> usize {
+        self.correlator.open_connections()
     }
 
     /// The correlator's counters.

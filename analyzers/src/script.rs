@@ -20,7 +20,7 @@ use bson::{doc, Document};
 
 use mongotap_wire::{Frame, OpMsg};
 
-use crate::event::{ConnId, Direction, Micros, TapEvent};
+use crate::event::{ConnId, Direction, Lost, Micros, TapEvent};
 use crate::pipeline::Pipeline;
 
 /// A conversation being written.
@@ -156,7 +156,20 @@ impl Script {
 
     /// The tap dropped `dropped` events just now.
     pub fn gap(&mut self, dropped: u64) -> &mut Script {
-        self.events.push(TapEvent::Gap { at: self.at, dropped });
+        self.events.push(TapEvent::Gap { at: self.at, dropped, lost: Vec::new() });
+        self
+    }
+
+    /// The tap dropped these connections' events just now.
+    pub fn gap_on(&mut self, lost: &[Lost]) -> &mut Script {
+        let dropped = lost.iter().map(|l| l.events).sum();
+        self.events.push(TapEvent::Gap { at: self.at, dropped, lost: lost.to_vec() });
+        self
+    }
+
+    /// Any event, as the tap would hand it over.
+    pub fn push(&mut self, ev: TapEvent) -> &mut Script {
+        self.events.push(ev);
         self
     }
 

@@ -95,6 +95,13 @@ pub struct Row {
     pub last_seen: Micros,
     /// One literal example of the command, only with `show_values`.
     pub example: Option<Value>,
+    /// Operations of this row the tap is estimated to have dropped (see
+    /// [`AccessTable::charge_loss`]); its count is a lower bound when it is above 0.
+    pub missed: f64,
+    /// Whether operations of this row were seen while the tap was dropping events.
+    pub lossy: bool,
+    /// Operations since the last gap, for the next gap's estimate.
+    epoch_ops: u64,
 }
 
 impl Row {
@@ -127,6 +134,9 @@ impl Row {
             first_seen: at,
             last_seen: at,
             example: None,
+            missed: 0.0,
+            lossy: false,
+            epoch_ops: 0,
         }
     }
 
@@ -208,6 +218,25 @@ struct CursorOrigin {
     key: u64,
     shape: ShapeJson,
     command: String,
+    last_used: Micros,
+}
+
+/// How long a cursor is remembered without a getMore: the server's own idle
+/// cursor timeout (`cursorTimeoutMillis`, 10 minutes by default).
+pub const CURSOR_IDLE_US: Micros = 10 * 60 * 1_000_000;
+
+/// What became of the cursors the table followed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CursorStats {
+    /// Cursors open now (remembered for their getMores).
+    pub open: u64,
+    /// Cursors not remembered because the map was full: their getMores are
+    /// attributed to "unknown".
+    pub untracked: u64,
+    /// Cursors forgotten after `CURSOR_IDLE_US` without a getMore.
+    pub expired: u64,
+    /// Cursors closed by `killCursors`.
+    pub killed: u64,
 }
 
 /// The table.
@@ -221,6 +250,9 @@ pub struct AccessTable {
     operations: u64,
     other_shapes: u64,
     timeline: BTreeMap<u64, u64>,
+    /// Rows with operations since the last gap (`None`: the "other shapes" row).
+    touched: Vec<Option<u64>>,
+    cursor_stats: CursorStats,
 }
 
 impl Default for AccessTable {
@@ -240,7 +272,21 @@ impl AccessTable {
             operations: 0,
             other_shapes: 0,
             timeline: BTreeMap::new(),
+            touched: Vec::new(),
+            cursor_stats: CursorStats::default(),
         }
+    }
+
+    /// What became of the cursors followed so far.
+    pub fn cursor_stats(&self) -> CursorStats {
+        CursorStats { open: self.cursors.len() as u64, ..self.cursor_stats }
+    }
+
+    /// Forgets cursors idle for longer than the server keeps them.
+    pub fn expire(&mut self, now: Micros) {
+        let before = self.cursors.len();
+        self.cursors.retain(|_, c| now.saturating_sub(c.last_used) <= CURSOR_IDLE_US);
+        self.cursor_stats.expired += (before - self.cursors.len()) as u64;
     }
 
     /// Operations recorded.
@@ -288,8 +334,14 @@ impl AccessTable {
                 _ => 0,
             };
             let key = (op.namespace.clone(), id);
+            // An exhausted cursor (id 0 in the reply) is forgotten; a live one is
+            // marked used, so only idle ones expire.
             let origin = if op.cursor_id.is_none() { self.cursors.remove(&key) } else { None };
-            let origin = origin.as_ref().or_else(|| self.cursors.get(&key));
+            let origin = origin.as_ref().or_else(|| {
+                let o = self.cursors.get_mut(&key)?;
+                o.last_used = op.started_at;
+                Some(&*o)
+            });
             let shape = ShapeJson::build(|out| {
                 let mut m = Obj::open(out);
                 match origin {
@@ -309,6 +361,9 @@ impl AccessTable {
             self.note_fields(key, cmd, view.reply.as_ref());
             return;
         }
+        if cmd.name == "killCursors" {
+            self.kill_cursors(&op.namespace, cmd);
+        }
         let mut first = None;
         for s in &view.statements {
             let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
@@ -324,8 +379,59 @@ impl AccessTable {
             if self.cursors.len() < self.limits.max_cursors {
                 self.cursors.insert(
                     (op.namespace.clone(), cursor),
-                    CursorOrigin { key, shape: shape.clone(), command: op.command.clone() },
+                    CursorOrigin {
+                        key,
+                        shape: shape.clone(),
+                        command: op.command.clone(),
+                        last_used: op.started_at,
+                    },
                 );
+            } else {
+                self.cursor_stats.untracked += 1;
+            }
+        }
+    }
+
+    /// `killCursors` closes the cursors it names.
+    fn kill_cursors(&mut self, namespace: &str, cmd: &Command<'_>) {
+        let Ok(ids) = cmd.body.get_array("cursors") else { return };
+        for id in ids.into_iter().flatten() {
+            let id = match id {
+                RawBsonRef::Int64(i) => i,
+                RawBsonRef::Int32(i) => i.into(),
+                _ => continue,
+            };
+            if self.cursors.remove(&(namespace.to_owned(), id)).is_some() {
+                self.cursor_stats.killed += 1;
+            }
+        }
+    }
+
+    /// The tap dropped `dropped` events since the last gap. An operation is two
+    /// events, and drops come in runs (the channel stays full for a while), so the
+    /// hole held about `dropped / 2` operations. Drops hit every connection alike
+    /// (the channel was full, whoever sent), so the rows seen in that stretch share
+    /// them in proportion to their operations in it.
+    pub fn charge_loss(&mut self, dropped: u64) {
+        let seen: u64 = self
+            .touched
+            .iter()
+            .filter_map(|k| match k {
+                Some(k) => self.rows.get(k),
+                None => self.other.as_ref(),
+            })
+            .map(|r| r.epoch_ops)
+            .sum();
+        let per_op = dropped as f64 / 2.0 / seen.max(1) as f64;
+        for key in self.touched.drain(..) {
+            let row = match key {
+                Some(k) => self.rows.get_mut(&k),
+                None => self.other.as_mut(),
+            };
+            if let Some(row) = row {
+                row.missed += row.epoch_ops as f64 * per_op;
+                row.lossy = true;
+                row.epoch_ops = 0;
             }
         }
     }
@@ -341,8 +447,8 @@ impl AccessTable {
     ) -> u64 {
         let key = row_key(namespace, &op.command, shape);
         let at = op.started_at;
-        let row = if let Some(row) = self.rows.get_mut(&key) {
-            row
+        let (row, touched) = if let Some(row) = self.rows.get_mut(&key) {
+            (row, Some(key))
         } else if self.rows.len() < self.limits.max_shapes {
             // The shape id users see is a stable FNV-1a fingerprint; it is worked out
             // once per row, while the per-operation lookup uses a faster hash.
@@ -350,13 +456,18 @@ impl AccessTable {
             let mut r =
                 Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), id, at);
             r.cursor_of = cursor_of;
-            self.rows.entry(key).or_insert(r)
+            (self.rows.entry(key).or_insert(r), Some(key))
         } else {
             self.other_shapes += 1;
-            self.other.get_or_insert_with(|| {
+            let other = self.other.get_or_insert_with(|| {
                 Row::new("*".into(), "*".into(), Category::Command, json!({"otherShapes": true}), 0, at)
-            })
+            });
+            (other, None)
         };
+        if row.epoch_ops == 0 {
+            self.touched.push(touched);
+        }
+        row.epoch_ops += 1;
         row.count += 1;
         row.statements += statements;
         row.first_seen = row.first_seen.min(at);

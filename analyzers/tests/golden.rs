@@ -36,7 +36,10 @@ fn fixed_report() -> Report {
 fn check(name: &str, actual: &str) {
     let path = dir().join("tests/golden").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        // Regeneration is a separate step that never passes: review the diff, then
+        // run the tests without UPDATE_GOLDEN.
         std::fs::write(&path, actual).unwrap();
+        panic!("{name} rewritten (UPDATE_GOLDEN is set): review `git diff`, then test without it");
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(

@@ -42,8 +42,20 @@ pub enum TapEvent {
     Closed { conn: ConnId, at: Micros },
     /// The tap dropped `dropped` events (the analysis was behind) before the next
     /// one that got through, on any connection. Whatever the analysis was following
-    /// across events has a hole in it.
-    Gap { at: Micros, dropped: u64 },
+    /// across events has a hole in it. `lost` says on which connections (bounded:
+    /// drops beyond it are in `dropped` only).
+    Gap { at: Micros, dropped: u64, lost: Vec<Lost> },
+}
+
+/// The events one connection lost in a [`TapEvent::Gap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    /// The connection.
+    pub conn: ConnId,
+    /// Events of it dropped.
+    pub events: u64,
+    /// Whether its `Closed` was among them: the connection is gone.
+    pub closed: bool,
 }
 
 impl TapEvent {
@@ -56,6 +68,18 @@ impl TapEvent {
             | TapEvent::Unframeable { at, .. }
             | TapEvent::Closed { at, .. }
             | TapEvent::Gap { at, .. } => *at,
+        }
+    }
+
+    /// The connection it belongs to (a gap belongs to none).
+    pub fn conn(&self) -> Option<ConnId> {
+        match self {
+            TapEvent::Opened { conn, .. }
+            | TapEvent::Message { conn, .. }
+            | TapEvent::TooLarge { conn, .. }
+            | TapEvent::Unframeable { conn, .. }
+            | TapEvent::Closed { conn, .. } => Some(*conn),
+            TapEvent::Gap { .. } => None,
         }
     }
 }

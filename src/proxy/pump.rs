@@ -89,7 +89,9 @@ where
             match item {
                 Ok(Split::Frame(frame)) => budget.send(tap, TapEvent::Message { conn, dir, at, frame }),
                 // Not too large to analyse, only larger than the budget's room: dropped.
-                Ok(Split::TooLarge(_)) if budget.skipping => budget.skipped(&mut splitter, tap, keep_limit),
+                Ok(Split::TooLarge(_)) if budget.skipping => {
+                    budget.skipped(&mut splitter, tap, keep_limit, conn)
+                }
                 Ok(Split::TooLarge(header)) => {
                     tap.send(TapEvent::TooLarge { conn, dir, at, header });
                 }
@@ -148,8 +150,8 @@ impl Budget {
 
     /// The message passed over for want of room: dropped and counted; the next one
     /// is judged afresh.
-    fn skipped(&mut self, splitter: &mut Splitter, tap: &Tap, keep_limit: usize) {
-        tap.drop_one();
+    fn skipped(&mut self, splitter: &mut Splitter, tap: &Tap, keep_limit: usize, conn: ConnId) {
+        tap.drop_one(conn);
         splitter.set_keep_limit(keep_limit);
         self.skipping = false;
     }

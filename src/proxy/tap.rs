@@ -9,12 +9,20 @@
 //! (the messages' sizes: 8,192 events of up to 16 MiB each would be 128 GiB). An
 //! event that would take the queued bytes past the budget is dropped and counted
 //! like one that finds the channel full.
+//!
+//! Each drop is charged to its connection (up to [`MAX_LOST_CONNS`] of them per
+//! gap), so the report can say which connections had holes, and a dropped `Closed`
+//! still ends its connection's state.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use mongotap_events::{Clock, TapEvent};
+use mongotap_events::{Clock, ConnId, Lost, TapEvent};
+
+/// Connections one gap names; drops on further ones are counted, not named.
+pub const MAX_LOST_CONNS: usize = 4096;
 
 /// The forwarding side's handle on the analysis channel.
 #[derive(Debug)]
@@ -25,9 +33,58 @@ pub struct Tap {
     queued: Arc<AtomicU64>,
     budget: u64,
     offered: AtomicU64,
+    loss: Arc<Loss>,
+}
+
+/// Drops, counted and charged to their connections until a gap announces them.
+#[derive(Debug, Default)]
+struct Loss {
     dropped: AtomicU64,
     /// Drops a `Gap` has already told the analysis of.
     announced: AtomicU64,
+    /// Drops not yet announced, by connection. Locked only on the drop path and
+    /// when a gap is announced, never on the path of an event that gets through.
+    lost: Mutex<HashMap<ConnId, Lost>>,
+}
+
+impl Loss {
+    fn pending(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed) > self.announced.load(Ordering::Relaxed)
+    }
+
+    /// Hands `deliver` a `Gap` naming the drops not yet announced; they count as
+    /// announced if it takes it. True when there was nothing to announce too.
+    fn announce(&self, at: mongotap_events::Micros, deliver: impl FnOnce(TapEvent) -> bool) -> bool {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        // Read under the lock that `lose` counts under, so the count and the
+        // connections agree. Another thread may have announced meanwhile.
+        let (dropped, announced) =
+            (self.dropped.load(Ordering::Relaxed), self.announced.load(Ordering::Relaxed));
+        if dropped <= announced {
+            return true;
+        }
+        let gap = TapEvent::Gap { at, dropped: dropped - announced, lost: lost.values().copied().collect() };
+        if !deliver(gap) {
+            return false;
+        }
+        lost.clear();
+        self.announced.store(dropped, Ordering::Relaxed);
+        true
+    }
+
+    /// Counts a dropped event against its connection.
+    fn lose(&self, conn: Option<ConnId>, closed: bool) {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        let Some(conn) = conn else { return };
+        let room = lost.len() < MAX_LOST_CONNS;
+        if let Some(l) = lost.get_mut(&conn) {
+            l.events += 1;
+            l.closed |= closed;
+        } else if room {
+            lost.insert(conn, Lost { conn, events: 1, closed });
+        }
+    }
 }
 
 impl Tap {
@@ -36,16 +93,10 @@ impl Tap {
     pub fn new(capacity: usize, budget: u64, clock: Clock) -> (Tap, TapReceiver) {
         let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
         let queued = Arc::new(AtomicU64::new(0));
-        let tap = Tap {
-            tx,
-            clock,
-            queued: queued.clone(),
-            budget,
-            offered: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            announced: AtomicU64::new(0),
-        };
-        (tap, TapReceiver { rx, queued })
+        let loss = Arc::new(Loss::default());
+        let tap =
+            Tap { tx, clock, queued: queued.clone(), budget, offered: AtomicU64::new(0), loss: loss.clone() };
+        (tap, TapReceiver { rx, queued, loss })
     }
 
     /// Offers an event; drops and counts it if the analysis is behind or gone.
@@ -76,42 +127,39 @@ impl Tap {
 
     fn offer(&self, ev: TapEvent, reserved: bool) -> bool {
         self.offered.fetch_add(1, Ordering::Relaxed);
-        let dropped = self.dropped.load(Ordering::Relaxed);
-        let announced = self.announced.load(Ordering::Relaxed);
-        if dropped > announced {
-            // The marker is not traffic: neither offered nor counted as dropped. If
-            // it cannot be queued, neither can the event behind it. (Two threads may
-            // both announce the same hole: a second marker only resets twice.)
-            let gap = TapEvent::Gap { at: ev.at(), dropped: dropped - announced };
-            if self.tx.try_send(gap).is_err() {
-                if reserved {
-                    self.release(bytes_of(&ev));
-                }
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                return false;
-            }
-            self.announced.fetch_max(dropped, Ordering::Relaxed);
-        }
         let size = bytes_of(&ev);
+        if self.loss.pending() && !self.loss.announce(ev.at(), |gap| self.tx.try_send(gap).is_ok()) {
+            // The marker is not traffic: neither offered nor counted as dropped. If
+            // it cannot be queued, neither can the event behind it.
+            if reserved {
+                self.release(size);
+            }
+            self.lose_event(&ev);
+            return false;
+        }
         if !reserved && size > 0 && self.queued.fetch_add(size, Ordering::Relaxed) + size > self.budget {
             self.queued.fetch_sub(size, Ordering::Relaxed);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.lose_event(&ev);
             return false;
         }
         match self.tx.try_send(ev) {
             Ok(()) => true,
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+            Err(TrySendError::Full(ev)) | Err(TrySendError::Disconnected(ev)) => {
                 self.queued.fetch_sub(size, Ordering::Relaxed);
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+                self.lose_event(&ev);
                 false
             }
         }
     }
 
-    /// A message was passed over for want of room: offered and dropped.
-    pub fn drop_one(&self) {
+    fn lose_event(&self, ev: &TapEvent) {
+        self.loss.lose(ev.conn(), matches!(ev, TapEvent::Closed { .. }));
+    }
+
+    /// A message of `conn` was passed over for want of room: offered and dropped.
+    pub fn drop_one(&self, conn: ConnId) {
         self.offered.fetch_add(1, Ordering::Relaxed);
-        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.loss.lose(Some(conn), false);
     }
 
     /// Bytes of messages queued for the analysis now.
@@ -131,7 +179,7 @@ impl Tap {
 
     /// Events dropped so far because the channel was full.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.loss.dropped.load(Ordering::Relaxed)
     }
 }
 
@@ -148,6 +196,7 @@ fn bytes_of(ev: &TapEvent) -> u64 {
 pub struct TapReceiver {
     rx: Receiver<TapEvent>,
     queued: Arc<AtomicU64>,
+    loss: Arc<Loss>,
 }
 
 impl TapReceiver {
@@ -156,6 +205,19 @@ impl TapReceiver {
         let ev = self.rx.try_recv()?;
         self.queued.fetch_sub(bytes_of(&ev), Ordering::Relaxed);
         Ok(ev)
+    }
+
+    /// A `Gap` for drops no event has followed yet (the traffic went quiet right
+    /// after them), so the analysis learns of them anyway.
+    pub fn quiet_gap(&self, at: mongotap_events::Micros) -> Option<TapEvent> {
+        let mut gap = None;
+        if self.loss.pending() {
+            self.loss.announce(at, |g| {
+                gap = Some(g);
+                true
+            });
+        }
+        gap
     }
 
     /// Every event queued now.
@@ -216,7 +278,10 @@ mod tests {
         // connection it is from.
         tap.send(TapEvent::Closed { conn: 8, at: 5 });
         let next: Vec<TapEvent> = rx.try_iter().collect();
-        assert!(matches!(next[0], TapEvent::Gap { dropped: 3, at: 5 }), "{next:?}");
+        assert!(
+            matches!(&next[0], TapEvent::Gap { dropped: 3, at: 5, lost } if lost[..] == [Lost { conn: 7, events: 3, closed: true }]),
+            "{next:?}"
+        );
         assert!(matches!(next[1], TapEvent::Closed { conn: 8, at: 5 }));
         assert_eq!((tap.offered(), tap.dropped()), (6, 3), "the marker is not counted as traffic");
         // Announced once.

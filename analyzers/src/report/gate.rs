@@ -125,6 +125,8 @@ mod tests {
             example: None,
             first_seen: String::new(),
             last_seen: String::new(),
+            count_lower_bound: false,
+            missed_estimate: 0,
         }
     }
 

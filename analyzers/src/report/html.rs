@@ -33,6 +33,9 @@ pub fn render(r: &Report) -> String {
         findings = r.findings.len(),
     );
 
+    if let Some(loss) = r.loss_in_words() {
+        let _ = writeln!(s, "<p class=\"warn\"><strong>Incomplete data.</strong> {}</p>", esc(&loss));
+    }
     let _ = writeln!(s, "<section><h2>Operations per second</h2>{}</section>", timeline_svg(&r.timeline));
 
     let _ = writeln!(s, "<section><h2>Access patterns</h2><p class=\"hint\">Click a column to sort.</p>");
@@ -121,7 +124,7 @@ fn row(s: &mut String, n: usize, p: &AccessPattern) {
         s,
         "<tr class=\"{cat}\"><td class=\"n\">{n}</td><td>{cmd}</td><td><code>{ns}</code></td>\
 <td><details><summary><code>{short}</code></summary><pre>{full}</pre>{example}</details></td>\
-<td class=\"n\">{count}</td><td class=\"n\" data-v=\"{share}\">{pct:.1}%</td><td class=\"n\">{rate:.2}</td>\
+<td class=\"n\" data-v=\"{count_v}\">{count}</td><td class=\"n\" data-v=\"{share}\">{pct:.1}%</td><td class=\"n\">{rate:.2}</td>\
 <td class=\"n\">{p50}</td><td class=\"n\">{p95}</td><td class=\"n\">{p99}</td><td>{hist}</td>\
 <td class=\"n\">{docs:.1}</td><td class=\"n\">{errors}</td><td>{fields}</td><td>{apps}</td></tr>",
         cat = esc(&p.category),
@@ -133,7 +136,8 @@ fn row(s: &mut String, n: usize, p: &AccessPattern) {
             "<p class=\"hint\">Example (--show-values):</p><pre>{}</pre>",
             esc(&serde_json::to_string_pretty(e).unwrap_or_default())
         )),
-        count = p.count,
+        count = esc(&p.count_text()),
+        count_v = p.count,
         share = p.share,
         pct = p.share * 100.0,
         rate = p.rate_per_s,
@@ -301,6 +305,7 @@ const CSS: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 24px 40px;color:#1b1f24;background:#fff}
 header{border-bottom:1px solid #d0d7de;margin-bottom:8px}h1{margin:16px 0 4px;font-size:22px}
 h2{font-size:17px;margin:22px 0 8px}.meta,.hint{color:#57606a;margin:4px 0 10px}
+.warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 12px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eaeef2;padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none;white-space:nowrap}
 th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums}

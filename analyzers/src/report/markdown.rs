@@ -22,6 +22,9 @@ pub fn render(r: &Report) -> String {
         t.events_dropped,
         t.parse_errors
     );
+    if let Some(loss) = r.loss_in_words() {
+        let _ = writeln!(s, "> **Incomplete data.** {loss}\n");
+    }
 
     let (data, other): (Vec<&AccessPattern>, Vec<&AccessPattern>) =
         r.access_patterns.iter().partition(|p| p.category == "read" || p.category == "write");
@@ -179,7 +182,7 @@ fn table(s: &mut String, rows: &[&AccessPattern]) {
             p.command,
             cell(&p.namespace),
             cell(&compact(&p.shape, 160)),
-            p.count,
+            p.count_text(),
             p.share * 100.0,
             p.rate_per_s,
             statements,

@@ -8,6 +8,7 @@ pub mod json;
 pub mod markdown;
 
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -63,6 +64,9 @@ pub struct Totals {
     pub parse_errors: u64,
     #[serde(default)]
     pub operations: u64,
+    /// Events the analysis saw: messages, connections opened and closed.
+    #[serde(default)]
+    pub events: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -115,6 +119,28 @@ pub struct AccessPattern {
     pub first_seen: String,
     #[serde(default)]
     pub last_seen: String,
+    /// The count is a lower bound: operations of this row were seen while the tap
+    /// was dropping events (the analysis was behind).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub count_lower_bound: bool,
+    /// Operations of this row the tap is estimated to have dropped.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed_estimate: u64,
+}
+
+impl AccessPattern {
+    /// The count as reports print it: `≥1200 (~15 missed)` when it is a lower bound.
+    pub fn count_text(&self) -> String {
+        match (self.count_lower_bound, self.missed_estimate) {
+            (false, _) => self.count.to_string(),
+            (true, 0) => format!("≥{}", self.count),
+            (true, m) => format!("≥{} (~{m} missed)", self.count),
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A finding: a smell with its evidence and its fix (see [`crate::detectors`]).
@@ -164,7 +190,43 @@ pub struct Traffic {
     /// State the detectors let go of to stay bounded, by detector.
     #[serde(default)]
     pub detector_evictions: BTreeMap<String, u64>,
+    /// Connections that lost events to the tap, all of them.
+    #[serde(default)]
+    pub lossy_connections: u64,
+    /// The connections that lost the most events, most first (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lossy: Vec<LossyConnection>,
+    /// Connections not analysed because the connection table was full, and their
+    /// messages (forwarded as usual).
+    #[serde(default)]
+    pub untracked_connections: u64,
+    #[serde(default)]
+    pub untracked_messages: u64,
+    /// Cursors followed for getMore attribution: open at the end, not followed
+    /// (the map was full), expired idle, and closed by killCursors.
+    #[serde(default)]
+    pub cursors: Cursors,
 }
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Cursors {
+    pub open: u64,
+    pub untracked: u64,
+    pub expired: u64,
+    pub killed: u64,
+}
+
+/// A connection that lost events to the tap.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LossyConnection {
+    /// The proxy's connection number (as in its logs).
+    pub connection: u64,
+    pub app: Option<String>,
+    pub events_dropped: u64,
+}
+
+/// Connections a report names in [`Traffic::lossy`].
+const LOSSY_SHOWN: usize = 20;
 
 /// Run-level facts the pipeline cannot know (they live on the forwarding side).
 #[derive(Debug, Clone, Copy, Default)]
@@ -234,6 +296,8 @@ impl Report {
                     example: r.example.clone(),
                     first_seen: rfc3339(r.first_seen),
                     last_seen: rfc3339(r.last_seen),
+                    count_lower_bound: r.lossy,
+                    missed_estimate: r.missed.round() as u64,
                 }
             })
             .collect();
@@ -257,6 +321,7 @@ impl Report {
                 events_dropped: facts.events_dropped,
                 parse_errors: stats.parse_errors,
                 operations: table.operations(),
+                events: p.events() - stats.gaps,
             },
             access_patterns,
             findings: p.findings(),
@@ -273,8 +338,79 @@ impl Report {
                 last_parse_error: stats.last_parse_error.clone(),
                 gaps: stats.gaps,
                 detector_evictions: p.detectors().evictions(),
+                lossy_connections: stats.lossy_connections,
+                lossy: lossy(stats),
+                untracked_connections: stats.untracked_connections,
+                untracked_messages: stats.untracked_messages,
+                cursors: {
+                    let c = table.cursor_stats();
+                    Cursors { open: c.open, untracked: c.untracked, expired: c.expired, killed: c.killed }
+                },
             },
         }
+    }
+}
+
+/// The connections that lost the most events.
+fn lossy(stats: &crate::exchange::ExchangeStats) -> Vec<LossyConnection> {
+    let mut v: Vec<LossyConnection> = stats
+        .lossy
+        .iter()
+        .map(|(c, l)| LossyConnection { connection: *c, app: l.app.clone(), events_dropped: l.events })
+        .collect();
+    v.sort_by(|a, b| b.events_dropped.cmp(&a.events_dropped).then(a.connection.cmp(&b.connection)));
+    v.truncate(LOSSY_SHOWN);
+    v
+}
+
+impl Report {
+    /// What the run lost, in words, for every format and the end-of-run summary;
+    /// `None` when nothing was lost.
+    pub fn loss_in_words(&self) -> Option<String> {
+        let (t, tr) = (&self.totals, &self.traffic);
+        let mut parts = Vec::new();
+        if t.events_dropped > 0 {
+            let seen = t.events;
+            let share = 100.0 * t.events_dropped as f64 / (seen + t.events_dropped).max(1) as f64;
+            let mut s = format!(
+                "The analysis fell behind the traffic and skipped {} of {} events ({share:.2}%; every byte was still forwarded)",
+                t.events_dropped,
+                seen + t.events_dropped
+            );
+            if tr.lossy_connections > 0 {
+                let _ = write!(s, ", on {} of {} connections", tr.lossy_connections, t.connections);
+                let named: Vec<String> = tr
+                    .lossy
+                    .iter()
+                    .take(3)
+                    .map(|l| match &l.app {
+                        Some(app) => format!("#{} ({app}) {}", l.connection, l.events_dropped),
+                        None => format!("#{} {}", l.connection, l.events_dropped),
+                    })
+                    .collect();
+                let _ = write!(s, " (most: {})", named.join(", "));
+            }
+            s.push('.');
+            let lower: Vec<&AccessPattern> =
+                self.access_patterns.iter().filter(|p| p.count_lower_bound).collect();
+            if !lower.is_empty() {
+                let missed: u64 = lower.iter().map(|p| p.missed_estimate).sum();
+                let _ = write!(
+                    s,
+                    " {} of {} rows are lower bounds (marked ≥), short of about {missed} operations in all; findings rest on what was seen.",
+                    lower.len(),
+                    self.access_patterns.len()
+                );
+            }
+            parts.push(s);
+        }
+        if tr.untracked_connections > 0 {
+            parts.push(format!(
+                "{} connections were not analysed because the connection table was full ({} of their messages forwarded unanalysed).",
+                tr.untracked_connections, tr.untracked_messages
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
     }
 }
 
