@@ -40,6 +40,10 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "mongotap=info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal, and never with NO_COLOR (https://no-color.org).
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none(),
+        )
         .init();
     let result = match cli.command {
         Commands::Proxy(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),

@@ -153,7 +153,7 @@ impl SideConnection {
                 // The server refused this collection only (a view, no privilege on it):
                 // try it again at the next refresh, and go on with the others.
                 Ok(Err(e)) if matches!(*e.kind, mongodb::error::ErrorKind::Command(_)) => {
-                    tracing::debug!(namespace = %ns, "side connection: listIndexes refused: {e}");
+                    tracing::debug!(namespace = %ns, "side connection: listIndexes refused: {}", error_code(&e));
                     self.lock().read_without_answer(&ns, self.clock.now());
                 }
                 failed => {
@@ -188,7 +188,10 @@ impl SideConnection {
                     self.lock().set_explained(sample.shape, e);
                 }
             }
-            Ok(Err(e)) => tracing::debug!(namespace = %sample.namespace, "explain failed: {e}"),
+            // The server's message may quote the command's values: only its code.
+            Ok(Err(e)) => {
+                tracing::debug!(namespace = %sample.namespace, "explain failed: {}", error_code(&e))
+            }
             Err(_) => tracing::debug!(namespace = %sample.namespace, "explain took more than {TIMEOUT:?}"),
         }
     }
@@ -254,6 +257,17 @@ fn find_key<'d>(d: &'d Document, key: &str) -> Option<&'d Document> {
         }
         _ => None,
     })
+}
+
+/// An upstream error without its message, which may quote values: the server's
+/// code and code name, or the kind of failure.
+fn error_code(e: &mongodb::error::Error) -> String {
+    match &*e.kind {
+        mongodb::error::ErrorKind::Command(c) => format!("code {} ({})", c.code, c.code_name),
+        mongodb::error::ErrorKind::Io(io) => format!("i/o: {io}"),
+        mongodb::error::ErrorKind::Authentication { .. } => "authentication failed".to_owned(),
+        _ => "not a command error (connection, selection or protocol)".to_owned(),
+    }
 }
 
 #[cfg(test)]

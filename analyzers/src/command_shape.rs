@@ -7,8 +7,8 @@ use mongotap_wire::element::{self, Element};
 use mongotap_wire::Command;
 
 use crate::shape::{
-    array, boolean, document_fields, expression, filter, literal, pipeline, projection, single, update_kind,
-    Obj, ShapeJson,
+    self, array, boolean, document_fields, expression, filter, pipeline, projection, single, sort,
+    update_kind, Obj, ShapeJson,
 };
 
 /// Whether a command reads, writes, or does something else (handshake, admin).
@@ -33,6 +33,10 @@ pub struct StatementShape {
     /// Statements (or documents, for insert) with this shape in the command.
     pub statements: u64,
 }
+
+/// find's boolean options that are part of its shape (the server's find shape).
+const FIND_OPTIONS: [&str; 7] =
+    ["singleBatch", "allowDiskUse", "returnKey", "showRecordId", "tailable", "awaitData", "noCursorTimeout"];
 
 /// The category of a command.
 pub fn category(c: &Command<'_>) -> Category {
@@ -69,20 +73,29 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
     let b = c.body;
     match c.name {
         "find" => {
-            let [f, proj, let_, sort, collation, hint, skip, limit, single] = pick(
+            let [f, proj, let_, sort_, collation, hint, skip, limit, min, max] = pick(
                 b,
-                ["filter", "projection", "let", "sort", "collation", "hint", "skip", "limit", "singleBatch"],
+                ["filter", "projection", "let", "sort", "collation", "hint", "skip", "limit", "min", "max"],
             );
             one(&|m| {
                 put(m, "filter", doc(f), filter);
                 put(m, "projection", doc(proj), projection);
                 put(m, "let", let_, expression);
-                put(m, "sort", sort, literal);
-                put(m, "collation", collation, literal);
-                put(m, "hint", hint, literal);
+                put(m, "sort", sort_, sort);
+                put(m, "collation", collation, shape::collation);
+                put(m, "hint", hint, shape::hint);
                 presence(m, "skip", skip);
                 presence(m, "limit", limit);
-                flag(m, "singleBatch", single);
+                put(m, "min", doc(min), document_fields);
+                put(m, "max", doc(max), document_fields);
+                // Options the server's find shape keeps when given, false included.
+                for e in element::elements(b) {
+                    if FIND_OPTIONS.iter().any(|o| o.as_bytes() == e.key) {
+                        if let Some(v) = e.as_bool() {
+                            boolean(m.key_bytes(e.key), v);
+                        }
+                    }
+                }
             })
         }
         "aggregate" => {
@@ -90,16 +103,16 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
             one(&|m| {
                 put(m, "pipeline", p.filter(|p| p.kind == 0x04), pipeline);
                 put(m, "let", let_, expression);
-                put(m, "collation", collation, literal);
-                put(m, "hint", hint, literal);
+                put(m, "collation", collation, shape::collation);
+                put(m, "hint", hint, shape::hint);
             })
         }
         "count" => {
             let [q, collation, hint, skip, limit] = pick(b, ["query", "collation", "hint", "skip", "limit"]);
             one(&|m| {
                 put(m, "query", doc(q), filter);
-                put(m, "collation", collation, literal);
-                put(m, "hint", hint, literal);
+                put(m, "collation", collation, shape::collation);
+                put(m, "hint", hint, shape::hint);
                 presence(m, "skip", skip);
                 presence(m, "limit", limit);
             })
@@ -107,18 +120,18 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
         "distinct" => {
             let [key, q, collation, hint] = pick(b, ["key", "query", "collation", "hint"]);
             one(&|m| {
-                put(m, "key", key, literal);
+                put(m, "key", key, shape::names);
                 put(m, "query", doc(q), filter);
-                put(m, "collation", collation, literal);
-                put(m, "hint", hint, literal);
+                put(m, "collation", collation, shape::collation);
+                put(m, "hint", hint, shape::hint);
             })
         }
         "findAndModify" | "findandmodify" => {
-            let [q, sort, fields, remove, update, new, upsert] =
+            let [q, sort_, fields, remove, update, new, upsert] =
                 pick(b, ["query", "sort", "fields", "remove", "update", "new", "upsert"]);
             one(&|m| {
                 put(m, "query", doc(q), filter);
-                put(m, "sort", sort, literal);
+                put(m, "sort", sort_, sort);
                 put(m, "fields", doc(fields), projection);
                 flag(m, "remove", remove);
                 put(m, "update", update, update_kind);
@@ -131,9 +144,11 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
                 .into_iter()
                 .map(|d| ShapeJson::build(|o| single(o, "document", |o| document_fields(o, d)))),
         ),
-        "update" => {
-            group(c.documents("updates").into_iter().map(|d| ShapeJson::build(|o| update_statement(o, d))))
-        }
+        "update" => group(
+            c.documents("updates")
+                .into_iter()
+                .map(|d| ShapeJson::build(|o| update_statement(o, d, UPDATE_KEYS))),
+        ),
         "delete" => group(c.documents("deletes").into_iter().map(|d| {
             let [q, limit, collation, hint] = pick(d, ["q", "limit", "collation", "hint"]);
             ShapeJson::build(|o| {
@@ -141,8 +156,8 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
                 put(&mut m, "filter", doc(q), filter);
                 let multi = !matches!(limit, Some(l) if l.kind != 0x01 && l.as_i64() == Some(1));
                 boolean(m.key("multi"), multi);
-                put(&mut m, "collation", collation, literal);
-                put(&mut m, "hint", hint, literal);
+                put(&mut m, "collation", collation, shape::collation);
+                put(&mut m, "hint", hint, shape::hint);
                 m.close();
             })
         })),
@@ -151,9 +166,13 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
     }
 }
 
-fn update_statement(out: &mut Vec<u8>, d: &RawDocument) {
-    let [q, u, multi, upsert, array_filters, collation, hint] =
-        pick(d, ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"]);
+/// The names an update statement's parts go by: `update`'s and `bulkWrite`'s.
+const UPDATE_KEYS: [&str; 7] = ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"];
+const BULK_UPDATE_KEYS: [&str; 7] =
+    ["filter", "updateMods", "multi", "upsert", "arrayFilters", "collation", "hint"];
+
+fn update_statement(out: &mut Vec<u8>, d: &RawDocument, keys: [&str; 7]) {
+    let [q, u, multi, upsert, array_filters, collation, hint] = pick(d, keys);
     let mut m = Obj::open(out);
     put(&mut m, "filter", doc(q), filter);
     put(&mut m, "update", u, update_kind);
@@ -163,8 +182,8 @@ fn update_statement(out: &mut Vec<u8>, d: &RawDocument) {
         let items = element::elements(filters).filter_map(|f| f.as_document());
         array(m.key("arrayFilters"), items, filter);
     }
-    put(&mut m, "collation", collation, literal);
-    put(&mut m, "hint", hint, literal);
+    put(&mut m, "collation", collation, shape::collation);
+    put(&mut m, "hint", hint, shape::hint);
     m.close();
 }
 
@@ -185,11 +204,14 @@ fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
                 Ok(d) => document_fields(o, d),
                 Err(_) => o.extend_from_slice(b"null"),
             }),
-            "update" => single(o, "update", |o| update_statement(o, op)),
+            "update" => single(o, "update", |o| update_statement(o, op, BULK_UPDATE_KEYS)),
             "delete" => single(o, "delete", |o| {
+                let [f, multi, collation, hint] = pick(op, ["filter", "multi", "collation", "hint"]);
                 let mut m = Obj::open(o);
-                put(&mut m, "filter", op.get_document("filter").ok(), filter);
-                boolean(m.key("multi"), op.get_bool("multi").unwrap_or(false));
+                put(&mut m, "filter", doc(f), filter);
+                boolean(m.key("multi"), multi.and_then(|v| v.as_bool()).unwrap_or(false));
+                put(&mut m, "collation", collation, shape::collation);
+                put(&mut m, "hint", hint, shape::hint);
                 m.close();
             }),
             other => single(o, other, |o| o.extend_from_slice(b"{}")),

@@ -21,6 +21,7 @@ pub mod detectors;
 pub use mongotap_events as event;
 pub mod exchange;
 pub mod operation;
+pub mod operators;
 pub mod pipeline;
 pub mod report;
 pub mod script;

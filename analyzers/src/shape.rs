@@ -18,6 +18,8 @@ use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
 use serde_json::Value;
 
+use crate::operators;
+
 /// A shape as compact JSON text, exactly as `serde_json` would print its `Value`.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct ShapeJson(Vec<u8>);
@@ -94,7 +96,8 @@ impl<'a> Obj<'a> {
         self.key_bytes(k.as_bytes())
     }
 
-    fn key_bytes(&mut self, k: &[u8]) -> &mut Vec<u8> {
+    /// Writes a key given as bytes (a BSON key); the caller writes its value.
+    pub fn key_bytes(&mut self, k: &[u8]) -> &mut Vec<u8> {
         if !std::mem::take(&mut self.empty) {
             self.out.push(b',');
         }
@@ -130,7 +133,8 @@ pub fn single(out: &mut Vec<u8>, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
     single_bytes(out, key.as_bytes(), value)
 }
 
-fn single_bytes(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+/// `{"key":<value>}` with a key given as bytes.
+pub fn single_bytes(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
     let mut o = Obj::open(out);
     value(o.key_bytes(key));
     o.close();
@@ -150,7 +154,7 @@ pub fn placeholder(out: &mut Vec<u8>, v: Element<'_>) {
 }
 
 /// A string that needs no escaping (placeholders are ASCII without quotes).
-fn quoted(out: &mut Vec<u8>, s: &str) {
+pub fn quoted(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     out.extend_from_slice(s.as_bytes());
     out.push(b'"');
@@ -171,8 +175,10 @@ fn type_placeholder(kind: u8) -> &'static str {
         0x0A => "?null",
         0x0B => "?regex",
         0x0C => "?dbPointer",
-        0x0D | 0x0F => "?javascript",
-        0x0E => "?symbol",
+        0x0D => "?javascript",
+        0x0F => "?javascriptWithScope",
+        // The server reads a symbol as the string it is.
+        0x0E => "?string",
         0x11 => "?timestamp",
         0xFF => "?minKey",
         0x7F => "?maxKey",
@@ -180,12 +186,31 @@ fn type_placeholder(kind: u8) -> &'static str {
     }
 }
 
-/// `?array<?T>` when every element has type T, `?array<>` when mixed, `[]` when empty.
+/// `?array<?T>` when every element has BSON type T, `?array<>` when mixed, `"[]"`
+/// when empty. Types are compared as BSON types, so int and double are mixed.
 fn array_placeholder(out: &mut Vec<u8>, a: Element<'_>) {
-    let mut kind: Option<&'static str> = None;
+    array_of(out, a, |k| k)
+}
+
+/// An `$in` list: as [`array_placeholder`], with types compared as the server's
+/// `$in` keeps them (one per canonical type: the numbers are one, as are strings
+/// and symbols).
+pub fn in_placeholder(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.kind {
+        0x04 => array_of(out, v, |k| match k {
+            0x01 | 0x10 | 0x12 | 0x13 => 0x01,
+            0x0E => 0x02,
+            k => k,
+        }),
+        _ => placeholder(out, v),
+    }
+}
+
+fn array_of(out: &mut Vec<u8>, a: Element<'_>, canonical: impl Fn(u8) -> u8) {
+    let mut kind: Option<u8> = None;
     let mut mixed = false;
     for v in items(&a) {
-        let t = type_placeholder(v.kind);
+        let t = canonical(v.kind);
         match kind {
             None => kind = Some(t),
             Some(k) if k != t => mixed = true,
@@ -193,11 +218,11 @@ fn array_placeholder(out: &mut Vec<u8>, a: Element<'_>) {
         }
     }
     match (kind, mixed) {
-        (None, _) => out.extend_from_slice(b"[]"),
+        (None, _) => quoted(out, "[]"),
         (Some(_), true) => quoted(out, "?array<>"),
         (Some(t), false) => {
             out.extend_from_slice(b"\"?array<");
-            out.extend_from_slice(t.as_bytes());
+            out.extend_from_slice(type_placeholder(t).as_bytes());
             out.extend_from_slice(b">\"");
         }
     }
@@ -247,6 +272,13 @@ impl Predicates {
         let start = self.text.len();
         write(&mut self.text);
         self.spans.push(start..self.text.len());
+    }
+
+    /// The predicates as a list, sorted by their text.
+    fn write_list(mut self, out: &mut Vec<u8>) {
+        let text = &self.text;
+        self.spans.sort_by(|a, b| text[a.clone()].cmp(&text[b.clone()]));
+        array(out, &self.spans, |out, s| out.extend_from_slice(&text[s.clone()]));
     }
 
     /// None is `{}`, one is itself, more are a `$and` sorted by their text, so
@@ -305,48 +337,52 @@ fn predicates(preds: &mut Predicates, doc: &RawDocument) {
             }),
             b"$expr" => preds.push(|o| single(o, "$expr", |o| expression(o, e))),
             b"$comment" => {}
+            b"$where" => preds.push(|o| single(o, "$where", |o| quoted(o, "?javascript"))),
+            b"$text" => preds.push(|o| single(o, "$text", operators::text)),
+            b"$sampleRate" => preds.push(|o| operators::sample_rate(o, e)),
             k if k.starts_with(b"$") => preds.push(|o| single_bytes(o, k, |o| placeholder(o, e))),
             field => field_predicates(preds, field, e),
         }
     }
 }
 
-/// `{field: value}` or `{field: {$op: value, ...}}` as one predicate per operator.
+/// `{field: value}` or `{field: {$op: value, ...}}` as one predicate per operator
+/// (see [`operators`] for how each is written).
 fn field_predicates(preds: &mut Predicates, field: &[u8], v: Element<'_>) {
-    let one = |preds: &mut Predicates, op: &[u8], value: &dyn Fn(&mut Vec<u8>)| {
-        preds.push(|o| single_bytes(o, field, |o| single_bytes(o, op, value)))
-    };
     let ops = match (v.kind, v.as_document()) {
-        (_, Some(d)) if first_key(d).is_some_and(|k| k.starts_with(b"$")) => d,
-        (0x0B, _) => return one(preds, b"$regex", &|o| quoted(o, "?regex")),
-        _ => return one(preds, b"$eq", &|o| placeholder(o, v)),
+        // A DBRef (`{$ref, $id}`) is a value, not operators.
+        (_, Some(d)) if first_key(d).is_some_and(|k| k.starts_with(b"$") && k != b"$ref" && k != b"$id") => d,
+        (0x0B, _) => return preds.push(|o| single_bytes(o, field, |o| operators::regex(o, v, None))),
+        _ => return preds.push(|o| single_bytes(o, field, |o| single(o, "$eq", |o| placeholder(o, v)))),
     };
-    let (mut has_regex, mut has_options) = (false, false);
-    for e in element::elements(ops) {
-        has_regex |= e.key == b"$regex";
-        has_options |= e.key == b"$options";
-    }
-    for e in element::elements(ops) {
-        match e.key {
-            b"$elemMatch" => one(preds, e.key, &|o| match e.as_document() {
-                Some(d) if first_key(d).is_some_and(|k| k.starts_with(b"$") && !is_logical(k)) => {
-                    operators_only(o, d)
-                }
-                Some(d) => filter(o, d),
-                None => placeholder(o, e),
-            }),
-            b"$not" => one(preds, e.key, &|o| match e.as_document() {
-                Some(d) => operators_only(o, d),
-                None => placeholder(o, e),
-            }),
-            // $options travels with $regex: one predicate.
-            b"$options" if has_regex => {}
-            b"$regex" if has_options => preds.push(|o| {
-                single_bytes(o, field, |o| {
-                    o.extend_from_slice(br#"{"$regex":"?string","$options":"?string"}"#)
+    for e in element::elements(ops).filter(|e| operators::counts(*e, ops)) {
+        match (e.key, e.as_document()) {
+            (b"$all", _) => operators::all(field, e, |w| preds.push(w), elem_match),
+            (b"$elemMatch", _) => {
+                preds.push(|o| single_bytes(o, field, |o| single(o, "$elemMatch", |o| elem_match(o, e))))
+            }
+            // `$not` over several operators is `$nor` over their `$and`.
+            (b"$not", Some(d)) if operators::count(d) > 1 => preds.push(|o| {
+                single(o, "$nor", |o| {
+                    array(o, [()], |o, ()| {
+                        let mut inner = Predicates::default();
+                        field_predicates(&mut inner, field, e);
+                        single(o, "$and", |o| inner.write_list(o))
+                    })
                 })
             }),
-            op => one(preds, op, &|o| placeholder(o, e)),
+            (b"$not", Some(d)) => preds.push(|o| {
+                single_bytes(o, field, |o| {
+                    single(o, "$not", |o| match element::elements(d).find(|op| operators::counts(*op, d)) {
+                        Some(op) if op.key == b"$elemMatch" => single(o, "$elemMatch", |o| elem_match(o, op)),
+                        Some(op) => operators::operator(o, op, d),
+                        None => o.extend_from_slice(b"{}"),
+                    })
+                })
+            }),
+            (b"$not", None) if e.kind == 0x0B => preds
+                .push(|o| single_bytes(o, field, |o| single(o, "$not", |o| operators::regex(o, e, None)))),
+            _ => preds.push(|o| single_bytes(o, field, |o| operators::operator(o, e, ops))),
         }
     }
 }
@@ -355,37 +391,114 @@ fn is_logical(k: &[u8]) -> bool {
     matches!(k, b"$and" | b"$or" | b"$nor")
 }
 
-/// An operator document (`{$gt: 1, $lt: 5}`) with its values as placeholders.
-fn operators_only(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, Some(d), |o, val| match val.as_document() {
-        Some(inner) if first_key(inner).is_some_and(|k| k.starts_with(b"$")) => operators_only(o, inner),
-        _ => placeholder(o, val),
-    })
+/// `$elemMatch`'s argument: operators on the elements themselves (written as a
+/// field's would be, without the field), or a filter on the elements' fields.
+fn elem_match(out: &mut Vec<u8>, e: Element<'_>) {
+    match e.as_document() {
+        Some(d) if first_key(d).is_some_and(|k| k.starts_with(b"$") && !is_logical(k)) => {
+            out.push(b'{');
+            for (i, op) in element::elements(d).filter(|op| operators::counts(*op, d)).enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                match op.key {
+                    b"$elemMatch" => {
+                        out.extend_from_slice(br#""$elemMatch":"#);
+                        elem_match(out, op);
+                    }
+                    _ => operators::members(out, op, d),
+                }
+            }
+            out.push(b'}');
+        }
+        Some(d) => filter(out, d),
+        None => placeholder(out, e),
+    }
 }
 
 /// An aggregation expression: field paths (`"$a.b"`) and variables (`"$$NOW"`) kept,
 /// other literals replaced by placeholders, operators and their structure kept.
+///
+/// As the server's query shapes: an array of constants is one placeholder (so
+/// `{$add: [1, 2]}` is `{$add: "?array<?number>"}`), `$literal` is the placeholder
+/// of its value, and `$meta` keeps the name of what it reads.
 pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
     match v.kind {
         0x02 if v.value.get(4) == Some(&b'$') => literal(out, v),
         0x03 => {
             let d = v.as_document();
             match d.and_then(|d| element::elements(d).next()) {
-                Some(first) if first.key == b"$literal" => single(out, "$literal", |o| placeholder(o, first)),
+                Some(first) if first.key == b"$literal" => placeholder(out, first),
+                Some(first) if first.key == b"$meta" && first.kind == 0x02 => {
+                    single(out, "$meta", |o| literal(o, first))
+                }
                 _ => object(out, d, expression),
             }
         }
+        0x04 if items(&v).next().is_some() && items(&v).all(constant) => placeholder(out, v),
         0x04 => array(out, items(&v), expression),
         _ => placeholder(out, v),
     }
 }
 
+/// Whether an expression is a constant: no field path, variable or operator in it.
+fn constant(v: Element<'_>) -> bool {
+    match v.kind {
+        0x02 => v.value.get(4) != Some(&b'$'),
+        0x03 => false,
+        0x04 => items(&v).all(constant),
+        _ => true,
+    }
+}
+
+/// A sort specification: directions as 1 and -1 whatever their number type (the
+/// server writes them so), `$meta` sorts kept.
+pub fn sort(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.as_document() {
+        Some(d) => object(out, Some(d), |o, dir| match dir.kind {
+            0x01 | 0x10 | 0x12 | 0x13 => {
+                let negative = match dir.kind {
+                    0x01 => dir.value.try_into().is_ok_and(|b| f64::from_le_bytes(b) < 0.0),
+                    0x13 => dir.value.last().is_some_and(|b| b & 0x80 != 0),
+                    _ => dir.as_i64().is_some_and(|n| n < 0),
+                };
+                o.extend_from_slice(if negative { b"-1" } else { b"1" });
+            }
+            // `{$meta: "textScore"}`; anything else is no direction.
+            _ => match dir.as_document().and_then(|d| element::elements(d).next()) {
+                Some(m) if m.key == b"$meta" && m.kind == 0x02 => single(o, "$meta", |o| literal(o, m)),
+                _ => placeholder(o, dir),
+            },
+        }),
+        None => placeholder(out, v),
+    }
+}
+
 /// A projection: inclusion and exclusion kept as booleans, computed fields shaped.
+/// An inclusion projection returns `_id` unless told not to, so `{a: 1}` is written
+/// `{a: true, _id: true}`, the same shape as `{a: 1, _id: 1}` (as the server does).
 pub fn projection(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, Some(d), |o, v| match included(v) {
-        Some(b) => boolean(o, b),
-        None => expression(o, v),
-    })
+    let mut m = Obj::open(out);
+    let mut inclusion = false;
+    let mut id = false;
+    for e in element::elements(d) {
+        id |= e.key == b"_id";
+        let value = m.key_bytes(e.key);
+        match included(e) {
+            Some(b) => {
+                inclusion |= b && e.key != b"_id";
+                boolean(value, b)
+            }
+            None => {
+                inclusion = true;
+                expression(value, e)
+            }
+        }
+    }
+    if inclusion && !id {
+        boolean(m.key("_id"), true);
+    }
+    m.close();
 }
 
 /// Whether a projection value includes its field; `None` for a computed field.
@@ -408,31 +521,29 @@ fn stage(out: &mut Vec<u8>, s: &RawDocument) {
     let name = body.key;
     single_bytes(out, name, |o| match (name, body.as_document()) {
         (b"$match", Some(d)) => filter(o, d),
-        (b"$sort", Some(_)) => literal(o, body),
+        (b"$sort", Some(_)) => sort(o, body),
         (b"$limit" | b"$skip" | b"$sample", _) => placeholder(o, body),
         // Names only: a collection, a path, a field name, options.
-        (b"$unwind" | b"$count" | b"$out", _) => match body.kind {
-            0x02 | 0x03 => literal(o, body),
-            _ => placeholder(o, body),
-        },
+        (b"$unwind" | b"$count" | b"$out", _) => names(o, body),
         // $merge names collections and fields, but its whenMatched pipeline and `let`
         // carry values: those are shaped like any pipeline and expression.
         (b"$merge", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.kind) {
             (b"whenMatched", 0x04) => pipeline(o, v),
             (b"let", 0x03) => object(o, v.as_document(), expression),
-            (b"into" | b"on" | b"whenMatched" | b"whenNotMatched", 0x02..=0x04) => literal(o, v),
+            (b"into" | b"on" | b"whenMatched" | b"whenNotMatched", 0x02..=0x04) => names(o, v),
             _ => placeholder(o, v),
         }),
-        (b"$merge", None) if body.kind == 0x02 => literal(o, body),
+        (b"$merge", None) if body.kind == 0x02 => names(o, body),
         (b"$project", Some(d)) => projection(o, d),
         (b"$lookup" | b"$unionWith", Some(d)) => lookup(o, d),
         // `{$unionWith: "coll"}` names a collection, like $lookup's `from`.
-        (b"$unionWith", None) if body.kind == 0x02 => literal(o, body),
+        (b"$unionWith", None) if body.kind == 0x02 => names(o, body),
         (b"$graphLookup", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.as_document()) {
             (b"restrictSearchWithMatch", Some(f)) => filter(o, f),
             (b"restrictSearchWithMatch" | b"maxDepth", _) => placeholder(o, v),
             (b"startWith", _) => expression(o, v),
-            _ => literal(o, v),
+            (b"from" | b"connectFromField" | b"connectToField" | b"as" | b"depthField", _) => names(o, v),
+            _ => placeholder(o, v),
         }),
         (b"$facet", Some(d)) => object(o, Some(d), |o, v| match v.kind {
             0x04 => pipeline(o, v),
@@ -447,8 +558,53 @@ fn lookup(out: &mut Vec<u8>, d: &RawDocument) {
     object(out, Some(d), |o, v| match (v.key, v.kind) {
         (b"pipeline", 0x04) => pipeline(o, v),
         (b"let", 0x03) => object(o, v.as_document(), expression),
-        _ => literal(o, v),
+        (b"from" | b"localField" | b"foreignField" | b"as" | b"coll" | b"db", _) => names(o, v),
+        _ => placeholder(o, v),
     })
+}
+
+/// A value that names things (a collection, a field, a path, an option): strings
+/// and booleans are kept, and the strings and booleans inside documents and arrays;
+/// any other value (a number, a date, ...) is data and becomes a placeholder.
+pub fn names(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.kind {
+        0x02 | 0x08 => literal(out, v),
+        0x03 => object(out, v.as_document(), names),
+        0x04 => array(out, items(&v), names),
+        _ => placeholder(out, v),
+    }
+}
+
+/// A collation: its options are kept (`locale`, `strength`, ...: they decide which
+/// index can serve the query), anything else becomes a placeholder.
+pub fn collation(out: &mut Vec<u8>, v: Element<'_>) {
+    const OPTIONS: [&[u8]; 8] = [
+        b"locale",
+        b"caseLevel",
+        b"caseFirst",
+        b"strength",
+        b"numericOrdering",
+        b"alternate",
+        b"maxVariable",
+        b"backwards",
+    ];
+    match v.as_document() {
+        Some(d) => object(out, Some(d), |o, e| {
+            match OPTIONS.contains(&e.key) && matches!(e.kind, 0x01 | 0x02 | 0x08 | 0x10 | 0x12) {
+                true => literal(o, e),
+                false => placeholder(o, e),
+            }
+        }),
+        None => placeholder(out, v),
+    }
+}
+
+/// A `hint`: an index's name, or its key pattern (directions as in [`sort`]).
+pub fn hint(out: &mut Vec<u8>, v: Element<'_>) {
+    match v.kind {
+        0x03 => sort(out, v),
+        _ => names(out, v),
+    }
 }
 
 /// The shape of an update's modification: operator updates by operator and path,
@@ -464,23 +620,71 @@ pub fn update_kind(out: &mut Vec<u8>, u: Element<'_>) {
                     (b"$push" | b"$addToSet", Some(m))
                         if first_key(m).is_some_and(|k| k.starts_with(b"$")) =>
                     {
-                        single_bytes(o, path.key, |o| {
+                        single(o, &code_path(path.key), |o| {
                             array(o, element::elements(m), |o, k| bytes_string(o, k.key))
                         })
                     }
-                    _ => bytes_string(o, path.key),
+                    _ => string(o, &code_path(path.key)),
                 }),
                 None => array(o, [paths], placeholder),
             })
         }),
-        0x03 => single(out, "replacement", |o| object(o, d, placeholder)),
+        0x03 => single(out, "replacement", |o| match d {
+            Some(d) => document_fields(o, d),
+            None => placeholder(o, u),
+        }),
         _ => single(out, "replacement", |o| placeholder(o, u)),
     }
 }
 
-/// A document's top-level fields and their types: the shape of an insert.
+/// A document's top-level fields and their types: the shape of an insert. Keys
+/// that are data (see [`code_path`]) are written as `?key`, once.
 pub fn document_fields(out: &mut Vec<u8>, d: &RawDocument) {
-    object(out, Some(d), placeholder)
+    let mut m = Obj::open(out);
+    let mut data_keys = false;
+    for e in element::elements(d) {
+        match path_part(e.key) {
+            Some(_) if std::mem::replace(&mut data_keys, true) => {}
+            Some(p) => placeholder(m.key(p), e),
+            None => placeholder(m.key_bytes(e.key), e),
+        }
+    }
+    m.close();
+}
+
+/// An update path as the code that wrote it: array positions (`lines.3.qty`)
+/// become `?index` and keys that are plainly data (an ObjectId, a UUID, a date,
+/// a long hex or digit run) become `?key`, so one code path is one row whatever
+/// element or key it touched. Filter paths are kept as written: an index serves
+/// a path as written.
+pub fn code_path(path: &[u8]) -> String {
+    let path = String::from_utf8_lossy(path);
+    if !path.split('.').any(|p| path_part(p.as_bytes()).is_some()) {
+        return path.into_owned();
+    }
+    path.split('.').map(|p| path_part(p.as_bytes()).unwrap_or(p)).collect::<Vec<_>>().join(".")
+}
+
+/// What a path component that is data stands for: `?index` for an array position,
+/// `?key` for a key that is a value.
+fn path_part(p: &[u8]) -> Option<&'static str> {
+    let hex = |b: &u8| b.is_ascii_hexdigit();
+    let digits = |b: &u8| b.is_ascii_digit();
+    if !p.is_empty() && p.len() <= 9 && p.iter().all(digits) {
+        return Some("?index");
+    }
+    let uuid = p.len() == 36
+        && p.iter()
+            .enumerate()
+            .all(|(i, b)| matches!(i, 8 | 13 | 18 | 23) == (*b == b'-') && (*b == b'-' || hex(b)));
+    let date = p.len() >= 8
+        && p.len() <= 10
+        && p.iter().all(|b| digits(b) || *b == b'-')
+        && p.iter().filter(|b| **b == b'-').count() >= 1
+        && p.first().is_some_and(digits);
+    let long_hex = p.len() >= 16 && p.iter().all(hex) && p.iter().any(digits);
+    let long_digits = p.len() > 9 && p.iter().all(digits);
+    (uuid || date || long_hex || long_digits).then_some("?key")
 }
 
 fn first_key(d: &RawDocument) -> Option<&[u8]> {
@@ -594,7 +798,7 @@ mod tests {
         assert_eq!(one, json!({"a": {"$in": "?array<?number>"}}));
         assert_eq!(one, f(doc! {"a": {"$in": [1, 2, 3, 4, 5, 6, 7]}}));
         assert_eq!(f(doc! {"a": {"$in": [1, "x"]}}), json!({"a": {"$in": "?array<>"}}));
-        assert_eq!(f(doc! {"a": {"$in": []}}), json!({"a": {"$in": []}}));
+        assert_eq!(f(doc! {"a": {"$in": []}}), json!({"a": {"$in": "[]"}}));
     }
 
     #[test]
@@ -641,7 +845,7 @@ mod tests {
             options: "i".to_string().try_into().unwrap(),
         };
         let lit = f(doc! {"name": re});
-        assert_eq!(lit, json!({"name": {"$regex": "?regex"}}));
+        assert_eq!(lit, json!({"name": {"$regex": "?string", "$options": "?string"}}));
         assert_eq!(f(doc! {"name": {"$regex": "^ab"}}), json!({"name": {"$regex": "?string"}}));
         assert_eq!(
             f(doc! {"name": {"$regex": "^ab", "$options": "i"}}),
@@ -678,7 +882,7 @@ mod tests {
                     {"$match": {"$expr": {"$eq": ["$orderId", "$$oid"]}}}, {"$limit": "?number"}], "as": "items"}},
                 {"$sort": {"total": -1}},
                 {"$limit": "?number"},
-                {"$project": {"total": true, "label": {"$concat": ["$name", "?string"]}}}
+                {"$project": {"total": true, "label": {"$concat": ["$name", "?string"]}, "_id": true}}
             ])
         );
     }
@@ -722,11 +926,42 @@ mod tests {
     }
 
     #[test]
+    fn array_positions_and_data_keys_in_update_paths_are_one_code_path() {
+        let u = |d: bson::Document| {
+            let r = raw(doc! {"u": d});
+            text(|o| update_kind(o, element::find(&r, "u").unwrap()))
+        };
+        let at3 = u(doc! {"$set": {"lines.3.qty": 1}, "$inc": {"lines.3.n": 1}});
+        assert_eq!(at3, u(doc! {"$set": {"lines.12.qty": 5}, "$inc": {"lines.0.n": 2}}));
+        assert_eq!(at3, json!({"operators": {"$set": ["lines.?index.qty"], "$inc": ["lines.?index.n"]}}));
+        assert_eq!(
+            u(doc! {"$inc": {"daily.2024-05-01.views": 1, "byUser.65f1c0ffee0123456789abcd": 1,
+            "bySession.0b6e3f4a-58b4-4c39-9d5c-2a1b3c4d5e6f": 1}}),
+            json!({"operators": {"$inc": ["daily.?key.views", "byUser.?key", "bySession.?key"]}})
+        );
+        // Names stay names, digits in them included.
+        assert_eq!(
+            u(doc! {"$set": {"address2.line1": 1}}),
+            json!({"operators": {"$set": ["address2.line1"]}})
+        );
+        // A document keyed by data is one shape, whatever its keys.
+        let d = |d: bson::Document| text(|o| document_fields(o, &raw(d)));
+        assert_eq!(
+            d(doc! {"sensor": 1, "2024-05-01": 3, "2024-05-02": 4}),
+            json!({"sensor": "?number", "?key": "?number"})
+        );
+        assert_eq!(d(doc! {"sensor": 1, "2024-06-01": 3}), d(doc! {"sensor": 2, "2024-07-09": 1}));
+    }
+
+    #[test]
     fn projections_and_fingerprints() {
         assert_eq!(
-            text(|o| projection(o, &raw(doc! {"a": 1, "b": 0, "c": true}))),
-            json!({"a": true, "b": false, "c": true})
+            text(|o| projection(o, &raw(doc! {"a": 1, "c": true}))),
+            json!({"a": true, "c": true, "_id": true})
         );
+        assert_eq!(text(|o| projection(o, &raw(doc! {"a": 1, "_id": 1}))), json!({"a": true, "_id": true}));
+        assert_eq!(text(|o| projection(o, &raw(doc! {"_id": 0, "a": 1}))), json!({"_id": false, "a": true}));
+        assert_eq!(text(|o| projection(o, &raw(doc! {"b": 0}))), json!({"b": false}));
         let a = fingerprint(&["shop.orders", "find", "{}"]);
         assert_eq!(a, fingerprint(&["shop.orders", "find", "{}"]));
         assert_ne!(a, fingerprint(&["shop.orders", "find", "{ }"]));

@@ -34,18 +34,26 @@ fn fixed_report() -> Report {
 }
 
 fn check(name: &str, actual: &str) {
-    let path = dir().join("tests/golden").join(name);
+    check_all(&[(name, actual)]);
+}
+
+/// Compares each file with its golden copy. With `UPDATE_GOLDEN` set, writes them
+/// all and fails: regeneration is a separate step that never passes as a test;
+/// review `git diff`, then run the tests without it.
+fn check_all(files: &[(&str, &str)]) {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        // Regeneration is a separate step that never passes: review the diff, then
-        // run the tests without UPDATE_GOLDEN.
-        std::fs::write(&path, actual).unwrap();
-        panic!("{name} rewritten (UPDATE_GOLDEN is set): review `git diff`, then test without it");
+        for (name, actual) in files {
+            std::fs::write(dir().join("tests/golden").join(name), actual).unwrap();
+        }
+        panic!("golden files rewritten (UPDATE_GOLDEN is set): review `git diff`, then test without it");
     }
-    let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        expected == actual,
-        "{name} differs from the golden file; if intended, run with UPDATE_GOLDEN=1 and review"
-    );
+    for (name, actual) in files {
+        let expected = std::fs::read_to_string(dir().join("tests/golden").join(name)).unwrap_or_default();
+        assert!(
+            &expected == actual,
+            "{name} differs from the golden file; if intended, run with UPDATE_GOLDEN=1 and review"
+        );
+    }
 }
 
 /// Validates a JSON report against schemas/report.schema.json.
@@ -134,9 +142,8 @@ fn findings_report_matches_golden_and_schema() {
     assert_eq!(kinds, ["n_plus_one", "redundant_query", "lookup_chain"]);
     let text = json::render(&r);
     assert_valid(&text);
-    check("findings.report.json", &text);
     assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
-    check("findings.report.md", &markdown::render(&r));
+    check_all(&[("findings.report.json", &text), ("findings.report.md", &markdown::render(&r))]);
     assert!(!text.contains("\"site\""), "no literal value in the report");
 }
 
@@ -238,9 +245,8 @@ fn writes_report_matches_golden_and_schema() {
     );
     let text = json::render(&r);
     assert_valid(&text);
-    check("writes.report.json", &text);
     assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
-    check("writes.report.md", &markdown::render(&r));
+    check_all(&[("writes.report.json", &text), ("writes.report.md", &markdown::render(&r))]);
     assert!(!text.contains("A. Kumar") && !text.contains("fine fine"), "no literal value in the report");
 }
 
@@ -318,8 +324,7 @@ fn indexes_report_matches_golden_and_schema() {
     );
     let text = json::render(&r);
     assert_valid(&text);
-    check("indexes.report.json", &text);
     assert_eq!(json::parse(&text).unwrap(), r, "the JSON reads back to the same report");
-    check("indexes.report.md", &markdown::render(&r));
+    check_all(&[("indexes.report.json", &text), ("indexes.report.md", &markdown::render(&r))]);
     assert!(!text.contains("A. Kumar") && !text.contains("example.com"), "no literal value in the report");
 }

@@ -31,6 +31,7 @@ pub async fn run(
     let _ = upstream.set_nodelay(true);
     shared.tap.send(TapEvent::Opened { conn, client: peer, at: shared.tap.clock().now() });
     shared.open.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(conn, client = %peer, "connection opened");
     let (client, upstream, reset) = forward(client, upstream, conn, &shared, &mut kill).await;
     if reset {
         // SO_LINGER 0 makes the close a reset, passing the failure on to both peers.
@@ -39,6 +40,7 @@ pub async fn run(
     }
     drop((client, upstream));
     shared.open.fetch_sub(1, Ordering::Relaxed);
+    tracing::debug!(conn, reset, "connection closed");
     shared.tap.send(TapEvent::Closed { conn, at: shared.tap.clock().now() });
 }
 
