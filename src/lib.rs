@@ -12,6 +12,7 @@
 //! - [`config`]: the optional TOML file.
 //! - [`output`]: writing reports atomically, and the end-of-run summary.
 //! - [`admin`]: the live HTTP endpoint; [`metrics`]: its Prometheus text.
+//! - [`memory`]: large blocks given back to the system after large messages.
 //! - [`side_connection`]: mongotap's own connection to the upstream, reading the
 //!   indexes of the collections in use for the index advisor.
 //!
@@ -21,6 +22,7 @@
 pub mod admin;
 pub mod analysis;
 pub mod config;
+pub mod memory;
 pub mod metrics;
 pub mod output;
 pub mod proxy;

@@ -94,6 +94,7 @@ impl Proxy {
 
     /// Like [`Proxy::start`], with a pipeline of the caller's.
     pub async fn start_with(config: ProxyConfig, pipeline: Pipeline) -> std::io::Result<Proxy> {
+        crate::memory::give_large_blocks_back();
         let listener = TcpListener::bind(&config.listen).await?;
         let local_addr = listener.local_addr()?;
         let clock = Clock::new();

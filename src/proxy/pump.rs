@@ -21,8 +21,9 @@ const READ_MIN: usize = 4 * 1024;
 const READ_MAX: usize = 256 * 1024;
 
 /// After a large message, a buffer larger than this is given back (a connection
-/// that once carried 16 MB must not keep 16 MB for the rest of its life).
-const KEEP_MAX: usize = 1024 * 1024;
+/// that once carried 16 MB must not keep 16 MB for the rest of its life): outside
+/// the tap's budget, a connection holds at most this much per direction.
+const KEEP_MAX: usize = READ_MAX;
 
 /// How a pump ended badly; a clean end of stream is `Ok`.
 #[derive(Debug)]
@@ -57,7 +58,12 @@ where
         // header says how much), so a large message is read in few calls. Otherwise
         // `reserve` just moves the unread tail to the front of the same buffer.
         budget.decide(&mut splitter, &buf, tap);
-        let need = splitter.wanted(&buf).min(READ_MAX);
+        // A message kept against a reservation is read into room made for all of it
+        // at once: growing step by step would double the buffer past its size.
+        let need = match budget.reserved as usize {
+            0 => splitter.wanted(&buf).min(READ_MAX),
+            whole => whole.saturating_sub(buf.len()),
+        };
         let spare = buf.capacity() - buf.len();
         if spare < READ_MIN / 4 || spare < need {
             buf.reserve(need.max(READ_MIN));
@@ -112,7 +118,7 @@ where
 /// Messages above this size are buffered only against a reservation in the tap's
 /// byte budget: a connection holds a large message whole while it arrives, and many
 /// connections doing so at once must stay within the budget too.
-const RESERVE_ABOVE: usize = 64 * 1024;
+const RESERVE_ABOVE: usize = super::tap::HELD_ABOVE;
 
 /// The pump's share of the tap's byte budget: the reservation for the large message
 /// being framed, or that it is being passed over for want of room.

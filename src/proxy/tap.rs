@@ -7,8 +7,11 @@
 //!
 //! The backlog is bounded twice: by events (the channel's capacity) and by bytes
 //! (the messages' sizes: 8,192 events of up to 16 MiB each would be 128 GiB). An
-//! event that would take the queued bytes past the budget is dropped and counted
-//! like one that finds the channel full.
+//! event that would take the bytes past the budget is dropped and counted like one
+//! that finds the channel full. A small message counts while it is queued; a large
+//! one (above [`HELD_ABOVE`]) counts from before the pump buffers it until the
+//! analysis lets go of it (a request waits for its reply), through [`Held`]: the
+//! budget bounds every large message the process holds for analysis.
 //!
 //! Each drop is charged to its connection (up to [`MAX_LOST_CONNS`] of them per
 //! gap), so the report can say which connections had holes, and a dropped `Closed`
@@ -20,6 +23,10 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 
 use mongotap_events::{Clock, ConnId, Lost, TapEvent};
+
+/// Messages above this size are reserved before they are buffered and counted
+/// until their last reference is dropped.
+pub const HELD_ABOVE: usize = 64 * 1024;
 
 /// Connections one gap names; drops on further ones are counted, not named.
 pub const MAX_LOST_CONNS: usize = 4096;
@@ -102,7 +109,17 @@ impl Tap {
     /// Offers an event; drops and counts it if the analysis is behind or gone.
     /// Returns whether it got through.
     pub fn send(&self, ev: TapEvent) -> bool {
-        self.offer(ev, false)
+        match &ev {
+            TapEvent::Message { frame, .. } if frame.bytes.len() > HELD_ABOVE => {
+                if !self.reserve(frame.bytes.len() as u64) {
+                    self.offered.fetch_add(1, Ordering::Relaxed);
+                    self.lose_event(&ev);
+                    return false;
+                }
+                self.send_reserved(ev)
+            }
+            _ => self.offer(ev),
+        }
     }
 
     /// Sets `bytes` aside for a large message before it is buffered (the pump holds
@@ -120,24 +137,33 @@ impl Tap {
         self.queued.fetch_sub(bytes, Ordering::Relaxed);
     }
 
-    /// Offers the message a reservation was made for (its bytes are already counted).
+    /// Offers the message a reservation was made for (its bytes are already
+    /// counted); the reservation now goes with the message's bytes.
     pub fn send_reserved(&self, ev: TapEvent) -> bool {
-        self.offer(ev, true)
+        let ev = match ev {
+            TapEvent::Message { conn, dir, at, frame } => {
+                let len = frame.bytes.len() as u64;
+                let held = Held { bytes: frame.bytes, len, queued: self.queued.clone() };
+                let frame =
+                    mongotap_wire::Frame { header: frame.header, bytes: bytes::Bytes::from_owner(held) };
+                TapEvent::Message { conn, dir, at, frame }
+            }
+            other => other,
+        };
+        self.offer(ev)
     }
 
-    fn offer(&self, ev: TapEvent, reserved: bool) -> bool {
+    fn offer(&self, ev: TapEvent) -> bool {
         self.offered.fetch_add(1, Ordering::Relaxed);
         let size = bytes_of(&ev);
         if self.loss.pending() && !self.loss.announce(ev.at(), |gap| self.tx.try_send(gap).is_ok()) {
             // The marker is not traffic: neither offered nor counted as dropped. If
             // it cannot be queued, neither can the event behind it.
-            if reserved {
-                self.release(size);
-            }
+            // (A held message gives its reservation back as it is dropped.)
             self.lose_event(&ev);
             return false;
         }
-        if !reserved && size > 0 && self.queued.fetch_add(size, Ordering::Relaxed) + size > self.budget {
+        if size > 0 && self.queued.fetch_add(size, Ordering::Relaxed) + size > self.budget {
             self.queued.fetch_sub(size, Ordering::Relaxed);
             self.lose_event(&ev);
             return false;
@@ -183,11 +209,33 @@ impl Tap {
     }
 }
 
-/// The bytes an event holds in the queue: its message, if it carries one.
+/// The bytes an event counts for while queued: a small message's (a large one's
+/// are counted by its [`Held`] owner).
 fn bytes_of(ev: &TapEvent) -> u64 {
     match ev {
-        TapEvent::Message { frame, .. } => frame.bytes.len() as u64,
+        TapEvent::Message { frame, .. } if frame.bytes.len() <= HELD_ABOVE => frame.bytes.len() as u64,
         _ => 0,
+    }
+}
+
+/// The owner of a large message's bytes: gives its reservation back when the last
+/// reference to them is dropped, wherever that is (the queue, the analysis, a
+/// request waiting for its reply, a dropped event).
+struct Held {
+    bytes: bytes::Bytes,
+    len: u64,
+    queued: Arc<AtomicU64>,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.len, Ordering::Relaxed);
     }
 }
 
@@ -262,6 +310,32 @@ mod tests {
         assert_eq!(rx.try_iter().filter(|e| matches!(e, TapEvent::Message { .. })).count(), 2);
         assert_eq!(tap.queued_bytes(), 0, "taking events gives their bytes back");
         assert!(tap.send(ev(msg(4_000))));
+    }
+
+    #[test]
+    fn a_large_message_counts_until_the_analysis_lets_go_of_it() {
+        use mongotap_wire::{Frame, OpMsg};
+        let d = bson::doc! {"insert": "c", "documents": [{"blob": "x".repeat(100_000)}], "$db": "d"};
+        let frame =
+            Frame::from_bytes(OpMsg::new(mongotap_wire::Document::from_doc(&d)).encode(1, 0)).unwrap();
+        let len = frame.bytes.len() as u64;
+        let (tap, rx) = Tap::new(100, 250_000, Clock::new());
+        let ev =
+            |frame| TapEvent::Message { conn: 1, dir: mongotap_events::Direction::ToServer, at: 0, frame };
+        assert!(tap.send(ev(frame.clone())), "reserved on the spot");
+        assert!(tap.send(ev(frame.clone())));
+        assert!(!tap.send(ev(frame.clone())), "a third would pass the budget: dropped");
+        assert_eq!(tap.queued_bytes(), 2 * len);
+        let mut taken: Vec<TapEvent> = rx.try_iter().collect();
+        assert_eq!(tap.queued_bytes(), 2 * len, "taken from the queue, still held");
+        let kept = match taken.pop() {
+            Some(TapEvent::Message { frame, .. }) => frame.bytes.slice(16..32),
+            other => panic!("{other:?}"),
+        };
+        drop(taken);
+        assert_eq!(tap.queued_bytes(), len, "one let go of; a slice of the other is still held");
+        drop(kept);
+        assert_eq!(tap.queued_bytes(), 0);
     }
 
     #[test]

@@ -10,6 +10,9 @@ use mongotap_bench::rss_kib;
 
 const DOC_BYTES: usize = 16_000_000;
 
+/// The process's own memory, the budget aside (README, "Memory").
+const BASE_MIB: f64 = 16.0;
+
 fn loadgen(addr: &str, conns: &str, secs: &str) -> f64 {
     mongotap_bench::loadgen(&[addr, conns, secs, "large", &DOC_BYTES.to_string()])
 }
@@ -43,13 +46,18 @@ async fn main() {
     let dropped = proxy.shared().tap.dropped() - dropped_before;
     drop(guard);
     let mb = |ops: f64| ops * DOC_BYTES as f64 / 1e6;
+    // The documented bound (README, "Memory"): the tap budget, plus the process's
+    // base, plus at most 256 KiB per connection and direction outside the budget.
+    let bound_mib = tap_mb as f64 + BASE_MIB + conns.parse::<f64>().unwrap_or(0.0) * 0.5;
+    let within = peak as f64 / 1024.0 <= bound_mib;
     println!(
-        "large messages ({DOC_BYTES}-byte documents, {conns} connections): forwarding {:.0} MB/s stalled vs {:.0} MB/s running (ratio {:.2}); peak RSS {:.0} MiB with a tap budget of {tap_mb} MiB ({:.0} MiB while running, {:.0} MiB at start); {dropped} messages dropped and counted while stalled",
+        "large messages ({DOC_BYTES}-byte documents, {conns} connections): forwarding {:.0} MB/s stalled vs {:.0} MB/s running (ratio {:.2}); peak RSS {:.0} MiB with a tap budget of {tap_mb} MiB ({:.0} MiB while running, {:.0} MiB at start; documented bound {bound_mib:.0} MiB: {}); {dropped} messages dropped and counted while stalled",
         mb(stalled),
         mb(running),
         stalled / running,
         peak as f64 / 1024.0,
         peak_running as f64 / 1024.0,
         before as f64 / 1024.0,
+        if within { "within" } else { "EXCEEDED" },
     );
 }
