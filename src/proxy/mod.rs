@@ -56,7 +56,7 @@ impl Default for ProxyConfig {
             idle_timeout: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(5),
-            tap_capacity: 8_192,
+            tap_capacity: 32_768,
             tap_bytes: 128 * 1024 * 1024,
             max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
         }

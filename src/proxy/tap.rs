@@ -6,7 +6,7 @@
 //! over several, so a hole on one is a hole for all).
 //!
 //! The backlog is bounded twice: by events (the channel's capacity) and by bytes
-//! (the messages' sizes: 8,192 events of up to 16 MiB each would be 128 GiB). An
+//! (the messages' sizes: 32,768 events of up to 16 MiB each would be 512 GiB). An
 //! event that would take the bytes past the budget is dropped and counted like one
 //! that finds the channel full. A small message counts while it is queued; a large
 //! one (above [`HELD_ABOVE`]) counts from before the pump buffers it until the
