@@ -81,7 +81,10 @@ pub fn members(out: &mut Vec<u8>, e: Element<'_>, ops: &RawDocument) {
         k if is_geo(k) => {
             bytes_key(out, k);
             geo(out, e);
-            for d in element::elements(ops).filter(|d| matches!(d.key, b"$maxDistance" | b"$minDistance")) {
+            let near = matches!(k, b"$near" | b"$nearSphere" | b"$geoNear");
+            for d in
+                element::elements(ops).filter(|d| near && matches!(d.key, b"$maxDistance" | b"$minDistance"))
+            {
                 out.push(b',');
                 bytes_key(out, d.key);
                 placeholder(out, d);

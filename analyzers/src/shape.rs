@@ -396,20 +396,42 @@ fn is_logical(k: &[u8]) -> bool {
 fn elem_match(out: &mut Vec<u8>, e: Element<'_>) {
     match e.as_document() {
         Some(d) if first_key(d).is_some_and(|k| k.starts_with(b"$") && !is_logical(k)) => {
-            out.push(b'{');
-            for (i, op) in element::elements(d).filter(|op| operators::counts(*op, d)).enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            let mut parts: Vec<Vec<u8>> = Vec::new();
+            for op in element::elements(d).filter(|op| operators::counts(*op, d)) {
+                let mut part = Vec::new();
                 match op.key {
                     b"$elemMatch" => {
-                        out.extend_from_slice(br#""$elemMatch":"#);
-                        elem_match(out, op);
+                        part.extend_from_slice(br#""$elemMatch":"#);
+                        elem_match(&mut part, op);
                     }
-                    _ => operators::members(out, op, d),
+                    _ => operators::members(&mut part, op, d),
                 }
+                parts.push(part);
             }
-            out.push(b'}');
+            // Two operators written with the same key (`$ne` and `$not` are both
+            // `$not`) would make a JSON object lose one: list them under `$and`.
+            let key = |p: &Vec<u8>| p.split(|&b| b == b':').next().map(<[u8]>::to_vec);
+            let mut keys: Vec<Vec<u8>> = parts.iter().filter_map(key).collect();
+            keys.sort();
+            let clash = keys.windows(2).any(|w| w[0] == w[1]);
+            if clash {
+                out.extend_from_slice(br#"{"$and":"#);
+                array(out, &parts, |o, p| {
+                    o.push(b'{');
+                    o.extend_from_slice(p);
+                    o.push(b'}');
+                });
+                out.push(b'}');
+            } else {
+                out.push(b'{');
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(p);
+                }
+                out.push(b'}');
+            }
         }
         Some(d) => filter(out, d),
         None => placeholder(out, e),
@@ -429,7 +451,7 @@ pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
             let d = v.as_document();
             match d.and_then(|d| element::elements(d).next()) {
                 Some(first) if first.key == b"$literal" => placeholder(out, first),
-                Some(first) if first.key == b"$meta" && first.kind == 0x02 => {
+                Some(first) if first.key == b"$meta" && meta_keyword(first) => {
                     single(out, "$meta", |o| literal(o, first))
                 }
                 _ => object(out, d, expression),
@@ -439,6 +461,28 @@ pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
         0x04 => array(out, items(&v), expression),
         _ => placeholder(out, v),
     }
+}
+
+/// Whether `$meta`'s argument is one of the server's keywords (anything else is a
+/// value, and shaped as one).
+fn meta_keyword(v: Element<'_>) -> bool {
+    const KEYWORDS: [&str; 14] = [
+        "textScore",
+        "indexKey",
+        "searchScore",
+        "searchHighlights",
+        "searchScoreDetails",
+        "searchSequenceToken",
+        "sortKey",
+        "recordId",
+        "geoNearDistance",
+        "geoNearPoint",
+        "randVal",
+        "score",
+        "scoreDetails",
+        "vectorSearchScore",
+    ];
+    v.as_str().is_some_and(|k| KEYWORDS.contains(&k))
 }
 
 /// Whether an expression is a constant: no field path, variable or operator in it.
@@ -466,7 +510,7 @@ pub fn sort(out: &mut Vec<u8>, v: Element<'_>) {
             }
             // `{$meta: "textScore"}`; anything else is no direction.
             _ => match dir.as_document().and_then(|d| element::elements(d).next()) {
-                Some(m) if m.key == b"$meta" && m.kind == 0x02 => single(o, "$meta", |o| literal(o, m)),
+                Some(m) if m.key == b"$meta" && meta_keyword(m) => single(o, "$meta", |o| literal(o, m)),
                 _ => placeholder(o, dir),
             },
         }),
