@@ -68,6 +68,23 @@ def loadgen(port, conns, label):
     return float(out[2]), int(out[3]), int(out[4])
 
 
+def start_haproxy(d, name, bind, server):
+    """haproxy in TCP mode from `bind` to `server` (either may carry ssl options)."""
+    cfg = os.path.join(d, f"{name}.cfg")
+    open(cfg, "w").write(f"""global
+    maxconn 4096
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+listen {name}
+    bind {bind}
+    server up {server}
+""")
+    return subprocess.Popen(["haproxy", "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def tap_counters(admin):
     """(events offered, events dropped) so far, from mongotap's /metrics."""
     import urllib.request
@@ -87,20 +104,7 @@ def main():
         procs.append(subprocess.Popen([os.path.join(REL, "canned"), f"127.0.0.1:{canned}"]))
         wait_port(canned)
         haproxy = free_port()
-        cfg = tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False)
-        cfg.write(f"""global
-    maxconn 4096
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 1h
-    timeout server 1h
-listen mongo
-    bind 127.0.0.1:{haproxy}
-    server up 127.0.0.1:{canned}
-""")
-        cfg.close()
-        procs.append(subprocess.Popen(["haproxy", "-db", "-f", cfg.name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(start_haproxy(tempfile.mkdtemp(), "mongo", f"127.0.0.1:{haproxy}", f"127.0.0.1:{canned}"))
         wait_port(haproxy)
         tap = free_port()
         report = tempfile.mktemp(suffix=".json")

@@ -84,6 +84,13 @@ pub struct ProxyArgs {
     /// memory is bounded by --tap-mb either way.
     #[arg(long, env = "MONGOTAP_TAP_CAPACITY", default_value_t = 32_768)]
     pub tap_capacity: usize,
+    /// Terminate TLS from clients with this certificate chain and key (one PEM file,
+    /// as mongod's --tlsCertificateKeyFile). Without it clients speak plaintext.
+    #[arg(long, env = "MONGOTAP_TLS_CERTIFICATE_KEY_FILE", value_name = "PEM")]
+    pub tls_certificate_key_file: Option<std::path::PathBuf>,
+    /// Require client certificates signed by these CAs (as mongod's --tlsCAFile).
+    #[arg(long, env = "MONGOTAP_TLS_CA_FILE", value_name = "PEM", requires = "tls_certificate_key_file")]
+    pub tls_ca_file: Option<std::path::PathBuf>,
     /// Megabytes of messages queued for analysis before the tap starts dropping (and
     /// counting) them: the analysis backlog's memory bound.
     #[arg(long, env = "MONGOTAP_TAP_MB", default_value_t = 128, value_name = "MB")]
@@ -147,7 +154,23 @@ pub struct ReportArgs {
 impl ProxyArgs {
     /// The proxy configuration these flags describe.
     pub fn config(&self) -> Result<mongotap::proxy::ProxyConfig, String> {
+        use mongotap::proxy::tls::{ClientTls, TlsOptions, UpstreamTls};
         let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)?;
+        let client_tls = match &self.tls_certificate_key_file {
+            Some(pem) => Some(ClientTls::new(pem, self.tls_ca_file.as_deref())?),
+            None => None,
+        };
+        // TLS to the upstream comes from its URI's own options, as drivers read them.
+        let upstream_tls = match TlsOptions::from_uri(&self.upstream)? {
+            Some(opts) => {
+                if opts.allow_invalid_certificates {
+                    tracing::warn!("tlsAllowInvalidCertificates: the upstream's certificate is NOT verified (staging only)");
+                }
+                let host = upstream.rsplit_once(':').map_or(upstream.as_str(), |(h, _)| h);
+                Some(UpstreamTls::new(host, &opts)?)
+            }
+            None => None,
+        };
         if self.idle_timeout <= 10 {
             return Err("--idle-timeout must be above 10 s, or awaitable hello connections are cut".into());
         }
@@ -159,6 +182,8 @@ impl ProxyArgs {
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             tap_capacity: self.tap_capacity.max(1),
             tap_bytes: self.tap_mb.max(1) * 1024 * 1024,
+            client_tls,
+            upstream_tls,
             ..mongotap::proxy::ProxyConfig::default()
         })
     }

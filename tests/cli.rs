@@ -169,12 +169,7 @@ async fn proxy_from_a_config_file_writes_every_report_on_sigterm() {
     let child =
         bin().args(["proxy", "--config"]).arg(&config).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    wait_listening(addr).await;
     let client = mongodb::Client::with_uri_str(uri(addr, "config-e2e")).await.unwrap();
     let c = client.database("cfg").collection::<Document>("c");
     c.insert_one(doc! {"a": 1}).await.unwrap();

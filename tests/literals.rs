@@ -194,12 +194,7 @@ async fn no_marked_value_reaches_any_report_endpoint_or_log() {
         .spawn()
         .unwrap();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_listening(addr).await;
     let client = Client::with_uri_str(uri(addr, "leak-check")).await.unwrap();
     workload(&client).await;
     legacy_op_query(addr).await;

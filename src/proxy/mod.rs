@@ -6,6 +6,7 @@ pub mod pump;
 pub mod session;
 pub mod shards;
 pub mod tap;
+pub mod tls;
 pub mod upstream;
 
 use std::net::SocketAddr;
@@ -45,6 +46,10 @@ pub struct ProxyConfig {
     pub tap_bytes: u64,
     /// Messages larger than this are forwarded but not analysed.
     pub max_analysed_message: usize,
+    /// TLS toward clients (plaintext when `None`).
+    pub client_tls: Option<tls::ClientTls>,
+    /// TLS toward the upstream (plaintext when `None`).
+    pub upstream_tls: Option<tls::UpstreamTls>,
 }
 
 impl Default for ProxyConfig {
@@ -59,6 +64,8 @@ impl Default for ProxyConfig {
             tap_capacity: 32_768,
             tap_bytes: 128 * 1024 * 1024,
             max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
+            client_tls: None,
+            upstream_tls: None,
         }
     }
 }

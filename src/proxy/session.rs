@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongotap_events::{ConnId, Direction, TapEvent};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -29,14 +30,71 @@ pub async fn run(
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
+    let (client_tls, upstream_tls) = (&shared.config.client_tls, &shared.config.upstream_tls);
+    match (client_tls, upstream_tls) {
+        (None, None) => serve(client, upstream, peer, conn, &shared, &mut kill).await,
+        (Some(c), None) => {
+            let Some(client) = handshake(c.accept(client), conn, "client", &shared).await else { return };
+            serve(client, upstream, peer, conn, &shared, &mut kill).await
+        }
+        (None, Some(u)) => {
+            let Some(upstream) = handshake(u.connect(upstream), conn, "upstream", &shared).await else {
+                return;
+            };
+            serve(client, upstream, peer, conn, &shared, &mut kill).await
+        }
+        (Some(c), Some(u)) => {
+            let Some(client) = handshake(c.accept(client), conn, "client", &shared).await else { return };
+            let Some(upstream) = handshake(u.connect(upstream), conn, "upstream", &shared).await else {
+                return;
+            };
+            serve(client, upstream, peer, conn, &shared, &mut kill).await
+        }
+    }
+}
+
+/// A TLS handshake, bounded by the connect timeout; a failure ends the connection
+/// (both sides closed by the drop) and is logged.
+async fn handshake<S>(
+    h: impl std::future::Future<Output = std::io::Result<S>>,
+    conn: ConnId,
+    side: &str,
+    shared: &Shared,
+) -> Option<S> {
+    match tokio::time::timeout(shared.config.connect_timeout, h).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            tracing::warn!(conn, "TLS handshake with the {side} failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                conn,
+                "TLS handshake with the {side} took more than {:?}",
+                shared.config.connect_timeout
+            );
+            None
+        }
+    }
+}
+
+/// Forwards between a client and its upstream connection, plain or TLS, to the end.
+async fn serve<C: Duplex, U: Duplex>(
+    client: C,
+    upstream: U,
+    peer: SocketAddr,
+    conn: ConnId,
+    shared: &Arc<Shared>,
+    kill: &mut watch::Receiver<bool>,
+) {
     shared.tap.send(TapEvent::Opened { conn, client: peer, at: shared.tap.clock().now() });
     shared.open.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(conn, client = %peer, "connection opened");
-    let (client, upstream, reset) = forward(client, upstream, conn, &shared, &mut kill).await;
+    let (client, upstream, reset) = forward(client, upstream, conn, shared, kill).await;
     if reset {
         // SO_LINGER 0 makes the close a reset, passing the failure on to both peers.
-        let _ = socket2::SockRef::from(&client).set_linger(Some(Duration::ZERO));
-        let _ = socket2::SockRef::from(&upstream).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(client.tcp()).set_linger(Some(Duration::ZERO));
+        let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
     }
     drop((client, upstream));
     shared.open.fetch_sub(1, Ordering::Relaxed);
@@ -44,17 +102,17 @@ pub async fn run(
     shared.tap.send(TapEvent::Closed { conn, at: shared.tap.clock().now() });
 }
 
-async fn forward(
-    mut client: TcpStream,
-    mut upstream: TcpStream,
+async fn forward<C: Duplex, U: Duplex>(
+    mut client: C,
+    mut upstream: U,
     conn: ConnId,
     shared: &Shared,
     kill: &mut watch::Receiver<bool>,
-) -> (TcpStream, TcpStream, bool) {
+) -> (C, U, bool) {
     let activity = AtomicU64::new(shared.tap.clock().now());
     let reset = {
-        let (cr, cw) = client.split();
-        let (ur, uw) = upstream.split();
+        let (cr, cw) = client.halves();
+        let (ur, uw) = upstream.halves();
         let keep = shared.config.max_analysed_message;
         let tap = &shared.tap;
         let to_server = pump(cr, uw, conn, Direction::ToServer, tap, keep, &activity);
@@ -96,3 +154,49 @@ fn log_end(conn: ConnId, reading_side: &str, e: &PumpError) {
         PumpError::Write(e) => tracing::debug!(conn, "writing the {reading_side}'s bytes on failed: {e}"),
     }
 }
+
+/// A connection read and written at once: plain TCP (its halves are free) or TLS
+/// (split through tokio's lock, since reading TLS may need to write and back).
+pub trait Duplex: Send + 'static {
+    /// The reading half.
+    type Reader<'a>: AsyncRead + Unpin + Send
+    where
+        Self: 'a;
+    /// The writing half.
+    type Writer<'a>: AsyncWrite + Unpin + Send
+    where
+        Self: 'a;
+    /// Both halves, for the two pumps.
+    fn halves(&mut self) -> (Self::Reader<'_>, Self::Writer<'_>);
+    /// The TCP connection underneath.
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Duplex for TcpStream {
+    type Reader<'a> = tokio::net::tcp::ReadHalf<'a>;
+    type Writer<'a> = tokio::net::tcp::WriteHalf<'a>;
+    fn halves(&mut self) -> (Self::Reader<'_>, Self::Writer<'_>) {
+        self.split()
+    }
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+/// TLS, on either side: split through tokio's lock.
+macro_rules! tls_duplex {
+    ($($t:ty),*) => {$(
+        impl Duplex for $t {
+            type Reader<'a> = tokio::io::ReadHalf<&'a mut Self>;
+            type Writer<'a> = tokio::io::WriteHalf<&'a mut Self>;
+            fn halves(&mut self) -> (Self::Reader<'_>, Self::Writer<'_>) {
+                tokio::io::split(self)
+            }
+            fn tcp(&self) -> &TcpStream {
+                self.get_ref().0
+            }
+        }
+    )*};
+}
+
+tls_duplex!(tokio_rustls::server::TlsStream<TcpStream>, tokio_rustls::client::TlsStream<TcpStream>);

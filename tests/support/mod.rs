@@ -35,6 +35,8 @@ pub struct UpstreamOptions {
     pub auth: bool,
     /// A storage directory instead of `:memory:` (users survive a restart).
     pub storage: Option<PathBuf>,
+    /// Serve TLS with this certificate and key (PEM files).
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Upstream {
@@ -65,6 +67,9 @@ impl Upstream {
             }
             if opts.auth {
                 cmd.arg("--auth");
+            }
+            if let Some((cert, key)) = &opts.tls {
+                cmd.arg("--tls-cert-file").arg(cert).arg("--tls-key-file").arg(key);
             }
             let mut child = cmd.spawn().expect("starting secantusd-py");
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -133,4 +138,15 @@ pub fn assert_valid_report(report_json: &str) {
     let errors: Vec<String> =
         validator.iter_errors(&instance).map(|e| format!("{e} at {}", e.instance_path)).collect();
     assert!(errors.is_empty(), "report violates the schema: {errors:#?}");
+}
+
+/// Waits (up to 5 s) until something listens on `addr`: a child process started.
+pub async fn wait_listening(addr: SocketAddr) {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("nothing listens on {addr}");
 }

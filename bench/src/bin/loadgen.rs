@@ -5,6 +5,8 @@
 //! With SHAPES, requests cycle through that many distinct filter shapes (one field
 //! name each) instead of repeating one pre-encoded find. With the LABEL `large`,
 //! SHAPES is a size in bytes: each request inserts one document that large.
+//! With `LOADGEN_TLS_CA=ca.pem` in the environment, it speaks TLS (server name
+//! `localhost`, verified against that CA).
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +14,29 @@ use bytes::BytesMut;
 use hdrhistogram::Histogram;
 use mongotap_bench::find_request;
 use mongotap_wire::Frame;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A connection to the target, plain or TLS.
+trait Conn: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Conn for T {}
+
+/// A TLS client for the target, when `LOADGEN_TLS_CA` names a CA file.
+fn tls() -> Option<tokio_rustls::TlsConnector> {
+    use rustls::pki_types::pem::PemObject;
+    let ca = std::env::var_os("LOADGEN_TLS_CA")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(&ca).expect("LOADGEN_TLS_CA") {
+        roots.add(c.expect("a certificate")).expect("a CA certificate");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Some(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+}
 
 #[tokio::main]
 async fn main() {
@@ -25,13 +48,21 @@ async fn main() {
     let shapes: usize = args.get(5).map_or(0, |s| s.parse().expect("SHAPES"));
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let label_is_large = label == "large";
+    let tls = tls();
     let mut tasks = Vec::new();
     for c in 0..conns {
         let addr = addr.clone();
+        let tls = tls.clone();
         tasks.push(tokio::spawn(async move {
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
-            let mut s = TcpStream::connect(&addr).await.expect("connect");
-            s.set_nodelay(true).unwrap();
+            let tcp = TcpStream::connect(&addr).await.expect("connect");
+            tcp.set_nodelay(true).unwrap();
+            let mut s: Box<dyn Conn> = match tls {
+                Some(t) => {
+                    Box::new(t.connect("localhost".try_into().unwrap(), tcp).await.expect("TLS handshake"))
+                }
+                None => Box::new(tcp),
+            };
             let mut buf = BytesMut::with_capacity(16 * 1024);
             let mut id = (c as i32) << 20;
             // Pre-encode once; only the requestID changes.
