@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives pymongo, mongoengine and the Node driver, unmodified, through mongotap
 # against SecantusDB (a one-member replica set, for transactions; then with --auth
-# for SCRAM-SHA-256), and checks the reports mongotap wrote. Part of scripts/test.sh.
+# for SCRAM-SHA-256; then with TLS on both sides, mongosh too), and checks the
+# reports mongotap wrote. Part of scripts/test.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -72,6 +73,36 @@ cmds = {p["command"] for p in r["access_patterns"]}
 assert cmds & {"saslStart", "saslContinue"}, cmds
 assert "s3cret" not in text and "payload" not in text, "a secret reached the report"
 print("ok   auth commands counted, no payload or password in the report")
+PY
+
+# 3. TLS on both sides: clients -> TLS -> mongotap -> TLS -> SecantusDB serving TLS (a replica set).
+tls="$work/tls"; mkdir -p "$tls"
+ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$tls/server.ext"
+(cd "$tls" && openssl req -x509 $ec -keyout ca.key -out ca.pem -days 2 -subj /CN=smoke-ca \
+  && openssl req $ec -keyout server.key -out server.csr -subj /CN=localhost \
+  && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out server.crt \
+  && cat server.crt server.key >server.pem) >/dev/null 2>&1
+up=$(free_port); start_upstream "$up" --storage-path :memory: --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key"
+proxy_port=$(free_port)
+./target/debug/mongotap proxy --listen "127.0.0.1:$proxy_port" --admin off --report-json "$work/tls.json" \
+  --upstream "mongodb://localhost:$up/?tls=true&tlsCAFile=$tls/ca.pem" --tls-certificate-key-file "$tls/server.pem" \
+  2>>"$work/proxy.log" &
+proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
+uri="mongodb://localhost:$proxy_port/?directConnection=true&tls=true&tlsCAFile=$tls/ca.pem"
+run "pymongo over TLS" .venv/bin/python tests/python/smoke.py "$uri"
+run "node over TLS" node tests/node/smoke.js "$uri"
+run "mongoose over TLS" bash -c "cd tests/node && node -e \"const m = require('mongoose'); (async () => { await m.connect(process.argv[1], { appName: 'mongoose-smoke' }); const K = m.model('K', new m.Schema({ a: Number })); await K.create({ a: 1 }); const n = await K.countDocuments({ a: 1 }); await m.disconnect(); process.exit(n >= 1 ? 0 : 1); })().catch((e) => { console.error(e); process.exit(1); });\" '$uri'"
+run "mongosh over TLS" bash -c "tests/node/node_modules/.bin/mongosh --quiet '$uri' --eval 'db.getSiblingDB(\"shell\").t.insertOne({a: 1}); print(db.getSiblingDB(\"shell\").t.countDocuments({a: 1}))' | grep -qx 1"
+stop "$proxy_pid"; stop "$up_pid"
+run "report of the TLS run" .venv/bin/python - "$work/tls.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+apps = {a for p in r["access_patterns"] for a in p["apps"]}
+assert {"python-smoke", "mongoengine-smoke", "node-smoke", "mongoose-smoke"} <= apps, apps
+assert any(p["namespace"] == "shell.t" for p in r["access_patterns"]), "mongosh's insert"
+assert r["totals"]["parse_errors"] == 0, r["totals"]
+print(f"ok   TLS report: {r['totals']['operations']} operations, apps {sorted(apps)}")
 PY
 
 echo "smoke: $passed passed, $failed failed"

@@ -176,3 +176,57 @@ async fn the_binary_takes_mongod_flags_and_the_upstream_uri_options() {
     assert_eq!(bad.status.code(), Some(1), "{}", String::from_utf8_lossy(&bad.stderr));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent.pem"));
 }
+
+/// SCRAM-SHA-256 passes through TLS on both sides untouched: the right password is
+/// served, a wrong one refused by the upstream, and no auth payload or password
+/// reaches the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_passes_through_tls_untouched() {
+    let certs = Certs::make();
+    let tls = Some((certs.path("server.crt"), certs.path("server.key")));
+    let storage = certs.path("data");
+    let direct = |u: &Upstream| {
+        format!(
+            "mongodb://{}/?directConnection=true&tls=true&tlsCAFile={}",
+            u.addr(),
+            certs.path("ca.pem").display()
+        )
+    };
+    // A user, created before the server requires authentication.
+    let mut setup = Upstream::start_with(UpstreamOptions {
+        storage: Some(storage.clone()),
+        tls: tls.clone(),
+        ..UpstreamOptions::default()
+    });
+    let admin = Client::with_uri_str(direct(&setup)).await.unwrap();
+    admin
+        .database("admin")
+        .run_command(doc! {"createUser": "app", "pwd": "s3cret-TLS-pass", "roles": [{"role": "readWrite", "db": "tls"}]})
+        .await
+        .unwrap();
+    admin.shutdown().await;
+    setup.stop();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let upstream = Upstream::start_with(UpstreamOptions {
+        storage: Some(storage),
+        tls,
+        auth: true,
+        ..UpstreamOptions::default()
+    });
+    let ca = certs.path("ca.pem");
+    let p = proxy(&upstream, &certs, &format!("tls=true&tlsCAFile={}", ca.display())).await;
+    let with = |password: &str| {
+        client_uri(p.local_addr(), &certs, Some(&certs.path("client.pem")))
+            .replace("mongodb://", &format!("mongodb://app:{password}@"))
+            + "&authSource=admin"
+    };
+    assert_eq!(crud(&with("s3cret-TLS-pass")).await.unwrap(), 20);
+    assert!(crud(&with("wrong-password")).await.is_err(), "a wrong password is refused");
+    let analysis = p.shutdown().await;
+    let pl = analysis.pipeline().lock().unwrap();
+    let report = mongotap_analyzers::report::Report::build(&pl, Default::default());
+    let text = serde_json::to_string(&report).unwrap();
+    let commands: Vec<&str> = report.access_patterns.iter().map(|r| r.command.as_str()).collect();
+    assert!(commands.contains(&"saslContinue"), "auth is counted by name: {commands:?}");
+    assert!(!text.contains("s3cret") && !text.contains("payload") && !text.contains("wrong-password"));
+}
