@@ -112,7 +112,8 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
 
     let stats = p.exchange_stats();
     let tap = &shared.tap;
-    let simple: [(&str, &str, &str, u64); 11] = [
+    let cursors = p.table().cursor_stats();
+    let simple: [(&str, &str, &str, u64); 18] = [
         (
             "mongotap_connections_open",
             "gauge",
@@ -164,6 +165,23 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
             "Holes in a connection's events (the tap dropped some); detectors reset what they followed there.",
             stats.gaps,
         ),
+        (
+            "mongotap_connections_lossy_total",
+            "counter",
+            "Connections that lost events to the tap (their rows are lower bounds).",
+            stats.lossy_connections,
+        ),
+        (
+            "mongotap_connections_untracked_total",
+            "counter",
+            "Connections not analysed because the connection table was full.",
+            stats.untracked_connections,
+        ),
+        ("mongotap_tap_queued_bytes", "gauge", "Bytes of messages held for the analysis (bounded by --tap-mb).", tap.queued_bytes()),
+        ("mongotap_cursors_open", "gauge", "Cursors followed for getMore attribution.", cursors.open),
+        ("mongotap_cursors_untracked_total", "counter", "Cursors not followed because the map was full.", cursors.untracked),
+        ("mongotap_cursors_expired_total", "counter", "Cursors forgotten after the server's idle timeout.", cursors.expired),
+        ("mongotap_cursors_killed_total", "counter", "Cursors closed by killCursors.", cursors.killed),
     ];
     for (name, kind, help, v) in simple {
         header(&mut s, name, kind, help);

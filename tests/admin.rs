@@ -63,6 +63,10 @@ async fn metrics_reports_and_health_over_http() {
     assert_eq!(value("mongotap_findings", &[("kind", "n_plus_one"), ("severity", "high")]), Some(0.0));
     assert_eq!(value("mongotap_event_gaps_total", &[]), Some(0.0));
     assert_eq!(value("mongotap_parse_errors_total", &[]), Some(0.0));
+    assert_eq!(value("mongotap_connections_lossy_total", &[]), Some(0.0));
+    assert_eq!(value("mongotap_connections_untracked_total", &[]), Some(0.0));
+    assert_eq!(value("mongotap_cursors_untracked_total", &[]), Some(0.0));
+    assert!(value("mongotap_tap_queued_bytes", &[]).is_some());
     assert!(value("mongotap_connections_accepted_total", &[]).unwrap() >= 1.0);
     assert!(scrape.docs.contains_key("mongotap_operation_duration_seconds"), "HELP lines present");
 
