@@ -34,6 +34,9 @@ impl Analysis {
         let (p, s) = (pipeline.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("mongotap-analysis".into())
+            // Room for what walks nested documents (shapes stop at 32 levels; detectors
+            // follow values a little deeper); address space, not memory, until used.
+            .stack_size(64 << 20)
             .spawn(move || {
                 lower_priority();
                 run(rx, &p, &s, clock)

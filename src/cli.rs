@@ -166,6 +166,9 @@ impl ProxyArgs {
                 if opts.allow_invalid_certificates {
                     tracing::warn!("tlsAllowInvalidCertificates: the upstream's certificate is NOT verified (staging only)");
                 }
+                if opts.certificate_key_file.is_some() {
+                    tracing::warn!("tlsCertificateKeyFile: every connection through mongotap presents this certificate to the upstream, so any client of the proxy can authenticate as its subject with MONGODB-X509; give it a user with no more rights than the clients have");
+                }
                 let host = upstream.rsplit_once(':').map_or(upstream.as_str(), |(h, _)| h);
                 Some(UpstreamTls::new(host, &opts)?)
             }

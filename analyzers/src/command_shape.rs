@@ -191,7 +191,7 @@ fn update_statement(out: &mut Vec<u8>, d: &RawDocument, keys: [&str; 7]) {
 fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
     let namespaces: Vec<String> =
         c.documents("nsInfo").iter().map(|d| d.get_str("ns").unwrap_or("?").to_owned()).collect();
-    let mut out: Vec<StatementShape> = Vec::new();
+    let (mut out, mut index) = (Vec::new(), Index::default());
     for op in c.documents("ops") {
         let Some(first) = element::elements(op).next() else { continue };
         let ns = match first.kind {
@@ -216,22 +216,44 @@ fn bulk_write(c: &Command<'_>) -> Vec<StatementShape> {
             }),
             other => single(o, other, |o| o.extend_from_slice(b"{}")),
         });
-        match out.iter_mut().find(|s| s.shape == shape && s.namespace == ns) {
-            Some(s) => s.statements += 1,
-            None => out.push(StatementShape { namespace: ns, shape, statements: 1 }),
-        }
+        add(&mut out, &mut index, ns, shape);
     }
     out
 }
 
+/// Counts a statement under its shape, keeping first-seen order. A batch may hold
+/// 100,000 statements of as many shapes: past a few shapes, `index` finds one in a
+/// single lookup instead of a scan.
+fn add(out: &mut Vec<StatementShape>, index: &mut Index, namespace: Option<String>, shape: ShapeJson) {
+    const SCAN_UP_TO: usize = 16;
+    if out.len() < SCAN_UP_TO {
+        match out.iter_mut().find(|s| s.shape == shape && s.namespace == namespace) {
+            Some(s) => s.statements += 1,
+            None => out.push(StatementShape { namespace, shape, statements: 1 }),
+        }
+        if out.len() == SCAN_UP_TO {
+            index.extend(out.iter().enumerate().map(|(i, s)| ((s.shape.clone(), s.namespace.clone()), i)));
+        }
+        return;
+    }
+    let next = out.len();
+    match index.entry((shape, namespace)) {
+        std::collections::hash_map::Entry::Occupied(e) => out[*e.get()].statements += 1,
+        std::collections::hash_map::Entry::Vacant(e) => {
+            let (shape, namespace) = e.key().clone();
+            e.insert(next);
+            out.push(StatementShape { namespace, shape, statements: 1 });
+        }
+    }
+}
+
+type Index = rustc_hash::FxHashMap<(ShapeJson, Option<String>), usize>;
+
 /// Groups statement shapes, keeping first-seen order.
 fn group(shapes: impl Iterator<Item = ShapeJson>) -> Vec<StatementShape> {
-    let mut out: Vec<StatementShape> = Vec::new();
+    let (mut out, mut index) = (Vec::new(), Index::default());
     for shape in shapes {
-        match out.iter_mut().find(|s| s.shape == shape) {
-            Some(s) => s.statements += 1,
-            None => out.push(StatementShape { namespace: None, shape, statements: 1 }),
-        }
+        add(&mut out, &mut index, None, shape);
     }
     if out.is_empty() {
         out.push(StatementShape {

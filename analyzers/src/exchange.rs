@@ -109,6 +109,8 @@ struct Pending {
 
 struct ConnState {
     info: Arc<ConnInfo>,
+    /// Whether the tap has dropped events of this connection.
+    lossy: bool,
     pending: HashMap<RequestId, Pending>,
     analysing: bool,
     last_seen: Micros,
@@ -155,7 +157,13 @@ impl Correlator {
                         Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() }.keyed());
                     self.conns.insert(
                         conn,
-                        ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
+                        ConnState {
+                            info,
+                            lossy: false,
+                            pending: HashMap::default(),
+                            analysing: true,
+                            last_seen: at,
+                        },
                     );
                 }
             }
@@ -171,8 +179,11 @@ impl Correlator {
                 // is noted, and one whose close was lost is let go of now.
                 self.stats.gaps += 1;
                 for l in lost {
-                    let app = self.conns.get(&l.conn).and_then(|s| s.info.app_name.clone());
-                    let known = self.stats.lossy.contains_key(&l.conn);
+                    let state = self.conns.get_mut(&l.conn);
+                    let app = state.as_ref().and_then(|s| s.info.app_name.clone());
+                    // Counted once per connection, named or not (the named ones are bounded).
+                    let known = self.stats.lossy.contains_key(&l.conn)
+                        || state.is_some_and(|s| std::mem::replace(&mut s.lossy, true));
                     if !known {
                         self.stats.lossy_connections += 1;
                     }
@@ -212,7 +223,13 @@ impl Correlator {
                     let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());
                     self.conns.insert(
                         conn,
-                        ConnState { info, pending: HashMap::default(), analysing: true, last_seen: at },
+                        ConnState {
+                            info,
+                            lossy: false,
+                            pending: HashMap::default(),
+                            analysing: true,
+                            last_seen: at,
+                        },
                     );
                 }
                 let state = self.conns.get_mut(&conn).expect("inserted above");

@@ -254,8 +254,11 @@ pub fn geo(out: &mut Vec<u8>, v: Element<'_>) {
             for e in element::elements(d) {
                 let o = m.key_bytes(e.key);
                 match (e.key, e.kind) {
-                    (b"type", 0x02) => string(o, e.as_str().unwrap_or("?")),
-                    (_, 0x03) => geo(o, e),
+                    // GeoJSON's own type names are kept; any other string is a value.
+                    (b"type", 0x02) if e.as_str().is_some_and(|t| GEOJSON_TYPES.contains(&t)) => {
+                        string(o, e.as_str().unwrap_or("?"))
+                    }
+                    (_, 0x03) => crate::shape::nested(o, |o| geo(o, e)),
                     _ => placeholder(o, e),
                 }
             }
@@ -264,6 +267,10 @@ pub fn geo(out: &mut Vec<u8>, v: Element<'_>) {
         None => placeholder(out, v),
     }
 }
+
+/// The GeoJSON geometry types.
+const GEOJSON_TYPES: [&str; 7] =
+    ["Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon", "GeometryCollection"];
 
 /// Whether an operator is a geo query (its value is shaped by [`geo`]).
 pub fn is_geo(op: &[u8]) -> bool {

@@ -42,9 +42,11 @@ impl ShapeJson {
         std::str::from_utf8(&self.0).expect("shape text is written from UTF-8 pieces")
     }
 
-    /// The shape as a JSON value, for reports.
+    /// The shape as a JSON value, for reports. (Shapes are nested at most
+    /// [`MAX_DEPTH`] levels, within what the JSON reader accepts; should one not
+    /// read back, it is reported as such rather than stop the analysis.)
     pub fn to_value(&self) -> Value {
-        serde_json::from_slice(&self.0).expect("shape text is valid JSON")
+        serde_json::from_slice(&self.0).unwrap_or_else(|_| Value::String("?unreadable".into()))
     }
 }
 
@@ -76,6 +78,34 @@ fn bytes_string(out: &mut Vec<u8>, b: &[u8]) {
     } else {
         serde_json::to_writer(&mut *out, &String::from_utf8_lossy(b)).expect("writing to memory cannot fail");
     }
+}
+
+thread_local! {
+    /// How deep the shape being written is nested now.
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Nesting past this is written as one `"?object"`: a hostile command nested
+/// thousands of levels deep must not exhaust the analysis thread's stack (the
+/// server itself refuses documents nested more than 180 levels; real queries
+/// rarely pass ten).
+pub const MAX_DEPTH: u32 = 32;
+
+/// Runs `write` one level deeper, or writes `"?object"` past [`MAX_DEPTH`].
+pub fn nested(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    struct Level(u32);
+    impl Drop for Level {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(self.0));
+        }
+    }
+    let depth = DEPTH.with(|d| d.get());
+    if depth >= MAX_DEPTH {
+        return quoted(out, "?object");
+    }
+    DEPTH.with(|d| d.set(depth + 1));
+    let _back = Level(depth);
+    write(out);
 }
 
 /// Writes a JSON object member by member, minding the commas.
@@ -241,7 +271,7 @@ pub fn literal(out: &mut Vec<u8>, v: Element<'_>) {
         0x08 => boolean(out, v.as_bool() == Some(true)),
         0x0A => out.extend_from_slice(b"null"),
         0x03 => object(out, v.as_document(), literal),
-        0x04 => array(out, items(&v), literal),
+        0x04 => nested(out, |out| array(out, items(&v), literal)),
         _ => placeholder(out, v),
     }
 }
@@ -253,11 +283,13 @@ pub fn boolean(out: &mut Vec<u8>, b: bool) {
 
 /// An object with `d`'s keys and each value written by `value`.
 fn object<'a>(out: &mut Vec<u8>, d: Option<&'a RawDocument>, value: impl Fn(&mut Vec<u8>, Element<'a>)) {
-    let mut o = Obj::open(out);
-    for e in d.into_iter().flat_map(element::elements) {
-        value(o.key_bytes(e.key), e);
-    }
-    o.close();
+    nested(out, |out| {
+        let mut o = Obj::open(out);
+        for e in d.into_iter().flat_map(element::elements) {
+            value(o.key_bytes(e.key), e);
+        }
+        o.close();
+    })
 }
 
 /// Predicates being collected for one filter level, each a span of `text`.
@@ -300,9 +332,11 @@ impl Predicates {
 
 /// Normalises a query filter (`find.filter`, `$match`, `q` of update/delete).
 pub fn filter(out: &mut Vec<u8>, doc: &RawDocument) {
-    let mut preds = Predicates::default();
-    predicates(&mut preds, doc);
-    preds.write(out);
+    nested(out, |out| {
+        let mut preds = Predicates::default();
+        predicates(&mut preds, doc);
+        preds.write(out);
+    })
 }
 
 fn predicates(preds: &mut Predicates, doc: &RawDocument) {
@@ -363,11 +397,13 @@ fn field_predicates(preds: &mut Predicates, field: &[u8], v: Element<'_>) {
             }
             // `$not` over several operators is `$nor` over their `$and`.
             (b"$not", Some(d)) if operators::count(d) > 1 => preds.push(|o| {
-                single(o, "$nor", |o| {
-                    array(o, [()], |o, ()| {
-                        let mut inner = Predicates::default();
-                        field_predicates(&mut inner, field, e);
-                        single(o, "$and", |o| inner.write_list(o))
+                nested(o, |o| {
+                    single(o, "$nor", |o| {
+                        array(o, [()], |o, ()| {
+                            let mut inner = Predicates::default();
+                            field_predicates(&mut inner, field, e);
+                            single(o, "$and", |o| inner.write_list(o))
+                        })
                     })
                 })
             }),
@@ -394,6 +430,10 @@ fn is_logical(k: &[u8]) -> bool {
 /// `$elemMatch`'s argument: operators on the elements themselves (written as a
 /// field's would be, without the field), or a filter on the elements' fields.
 fn elem_match(out: &mut Vec<u8>, e: Element<'_>) {
+    nested(out, |out| elem_match_at(out, e))
+}
+
+fn elem_match_at(out: &mut Vec<u8>, e: Element<'_>) {
     match e.as_document() {
         Some(d) if first_key(d).is_some_and(|k| k.starts_with(b"$") && !is_logical(k)) => {
             let mut parts: Vec<Vec<u8>> = Vec::new();
@@ -450,7 +490,7 @@ pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
         0x03 => {
             let d = v.as_document();
             match d.and_then(|d| element::elements(d).next()) {
-                Some(first) if first.key == b"$literal" => placeholder(out, first),
+                Some(first) if matches!(first.key, b"$literal" | b"$const") => placeholder(out, first),
                 Some(first) if first.key == b"$meta" && meta_keyword(first) => {
                     single(out, "$meta", |o| literal(o, first))
                 }
@@ -458,7 +498,7 @@ pub fn expression(out: &mut Vec<u8>, v: Element<'_>) {
             }
         }
         0x04 if items(&v).next().is_some() && items(&v).all(constant) => placeholder(out, v),
-        0x04 => array(out, items(&v), expression),
+        0x04 => nested(out, |out| array(out, items(&v), expression)),
         _ => placeholder(out, v),
     }
 }
@@ -528,13 +568,25 @@ pub fn projection(out: &mut Vec<u8>, d: &RawDocument) {
     for e in element::elements(d) {
         id |= e.key == b"_id";
         let value = m.key_bytes(e.key);
-        match included(e) {
-            Some(b) => {
+        let elem_match =
+            e.as_document().and_then(|d| element::find(d, "$elemMatch")).and_then(|m| m.as_document());
+        match (included(e), elem_match) {
+            (Some(b), _) => {
                 inclusion |= b && e.key != b"_id";
                 boolean(value, b)
             }
-            None => {
+            // `{a: {$elemMatch: filter}}` picks array elements with a filter.
+            (None, Some(f)) => {
                 inclusion = true;
+                single(value, "$elemMatch", |o| filter(o, f))
+            }
+            // `$slice` and `$meta` alone keep every field; other expressions include.
+            (None, None) => {
+                let keeps_all = e
+                    .as_document()
+                    .and_then(|d| element::elements(d).next())
+                    .is_some_and(|k| matches!(k.key, b"$slice" | b"$meta"));
+                inclusion |= !keeps_all;
                 expression(value, e)
             }
         }
@@ -579,6 +631,13 @@ fn stage(out: &mut Vec<u8>, s: &RawDocument) {
         }),
         (b"$merge", None) if body.kind == 0x02 => names(o, body),
         (b"$project", Some(d)) => projection(o, d),
+        // $geoNear's `query` is a filter; its other parts are names, options and
+        // a point.
+        (b"$geoNear", Some(d)) => object(o, Some(d), |o, v| match (v.key, v.as_document()) {
+            (b"query", Some(f)) => filter(o, f),
+            (b"distanceField" | b"includeLocs" | b"key" | b"spherical", _) => names(o, v),
+            _ => placeholder(o, v),
+        }),
         (b"$lookup" | b"$unionWith", Some(d)) => lookup(o, d),
         // `{$unionWith: "coll"}` names a collection, like $lookup's `from`.
         (b"$unionWith", None) if body.kind == 0x02 => names(o, body),
@@ -614,7 +673,7 @@ pub fn names(out: &mut Vec<u8>, v: Element<'_>) {
     match v.kind {
         0x02 | 0x08 => literal(out, v),
         0x03 => object(out, v.as_document(), names),
-        0x04 => array(out, items(&v), names),
+        0x04 => nested(out, |out| array(out, items(&v), names)),
         _ => placeholder(out, v),
     }
 }

@@ -309,3 +309,29 @@ fn filters_are_shaped_as_the_server_shapes_them() {
     }
     assert!(wrong.is_empty(), "{} of {} cases differ:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
 }
+
+/// A filter nested far deeper than any real query (100,000 `$or` levels, about 2 MB)
+/// is shaped to a bounded depth, and the rest is one placeholder: a hostile command
+/// must not exhaust the analysis thread's stack.
+#[test]
+fn nesting_is_bounded() {
+    // Written as bytes in one pass: each level is `{$or: [<next level>]}`, 18 bytes
+    // larger than the one it holds.
+    let inner = RawDocumentBuf::try_from(&doc! {"a": 1}).unwrap().into_bytes();
+    let levels = 100_000;
+    let mut doc = Vec::with_capacity(inner.len() + 20 * levels);
+    for k in (1..=levels).rev() {
+        let len = (inner.len() + 18 * k) as i32;
+        doc.extend_from_slice(&len.to_le_bytes());
+        doc.extend_from_slice(b"\x04$or\0");
+        doc.extend_from_slice(&(len - 10).to_le_bytes());
+        doc.extend_from_slice(b"\x030\0");
+    }
+    doc.extend_from_slice(&inner);
+    doc.extend(std::iter::repeat_n(0u8, 2 * levels));
+    let raw = RawDocumentBuf::from_bytes(doc).unwrap();
+    let shape = ShapeJson::build(|o| filter(o, &raw));
+    assert!(shape.as_str().len() < 2_000, "{} bytes", shape.as_str().len());
+    assert!(shape.as_str().contains("?object"));
+    assert!(shape.to_value().is_object(), "and it reads back as JSON");
+}

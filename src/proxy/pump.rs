@@ -51,13 +51,13 @@ where
 {
     let mut buf = BytesMut::with_capacity(READ_MIN);
     let mut splitter = Splitter::new(keep_limit);
-    let mut budget = Budget::default();
+    let mut budget = Budget { tap, keep_limit, reserved: 0, skipping: false };
     let mut forwarded = 0u64;
     loop {
         // Grow only when room runs low or the message being framed needs more (its
         // header says how much), so a large message is read in few calls. Otherwise
         // `reserve` just moves the unread tail to the front of the same buffer.
-        budget.decide(&mut splitter, &buf, tap);
+        budget.decide(&mut splitter, &buf);
         // A message kept against a reservation is read into room made for all of it
         // at once: growing step by step would double the buffer past its size.
         let need = match budget.reserved as usize {
@@ -72,42 +72,41 @@ where
         let n = match from.read_buf(&mut buf).await {
             Ok(n) => n,
             Err(e) => {
-                budget.give_back(tap);
+                budget.give_back();
                 return Err(PumpError::Read(e));
             }
         };
         if n == 0 {
-            budget.give_back(tap);
+            budget.give_back();
             // Half-close: the peer finished sending; tell the other side the same.
             let _ = to.shutdown().await;
             return Ok(forwarded);
         }
         let at = tap.clock().now();
         if let Err(e) = to.write_all(&buf[start..start + n]).await {
-            budget.give_back(tap);
+            budget.give_back();
             return Err(PumpError::Write(e));
         }
         forwarded += n as u64;
         activity.store(at, Ordering::Relaxed);
         loop {
-            budget.decide(&mut splitter, &buf, tap);
+            budget.decide(&mut splitter, &buf);
             let Some(item) = splitter.next(&mut buf) else { break };
             match item {
-                Ok(Split::Frame(frame)) => budget.send(tap, TapEvent::Message { conn, dir, at, frame }),
+                Ok(Split::Frame(frame)) => budget.send(TapEvent::Message { conn, dir, at, frame }),
                 // Not too large to analyse, only larger than the budget's room: dropped.
-                Ok(Split::TooLarge(_)) if budget.skipping => {
-                    budget.skipped(&mut splitter, tap, keep_limit, conn)
-                }
+                Ok(Split::TooLarge(_)) if budget.skipping => budget.skipped(&mut splitter, conn),
                 Ok(Split::TooLarge(header)) => {
                     tap.send(TapEvent::TooLarge { conn, dir, at, header });
                 }
                 Err(error) => {
-                    budget.give_back(tap);
+                    budget.give_back();
                     tap.send(TapEvent::Unframeable { conn, dir, at, error });
                 }
             }
         }
-        if buf.capacity() > KEEP_MAX && buf.len() < READ_MIN {
+        // (Not while a reserved message is arriving: its room was made on purpose.)
+        if buf.capacity() > KEEP_MAX && buf.len() < READ_MIN && budget.reserved == 0 {
             let mut small = BytesMut::with_capacity(READ_MIN);
             small.extend_from_slice(&buf);
             buf = small;
@@ -121,22 +120,28 @@ where
 const RESERVE_ABOVE: usize = super::tap::HELD_ABOVE;
 
 /// The pump's share of the tap's byte budget: the reservation for the large message
-/// being framed, or that it is being passed over for want of room.
-#[derive(Debug, Default)]
-struct Budget {
+/// being framed, or that it is being passed over for want of room. A reservation
+/// goes back however the pump ends, a cancelled one (the other direction failed,
+/// the idle timeout, shutdown) included.
+#[derive(Debug)]
+struct Budget<'a> {
+    tap: &'a Tap,
+    /// Messages above this are forwarded but not analysed: never reserved for.
+    keep_limit: usize,
     reserved: u64,
     skipping: bool,
 }
 
-impl Budget {
+impl Budget<'_> {
     /// Before framing the message at the front: a large one is kept only if its bytes
     /// can be set aside; otherwise the splitter passes over it (forwarded, not kept).
-    fn decide(&mut self, splitter: &mut Splitter, buf: &[u8], tap: &Tap) {
+    fn decide(&mut self, splitter: &mut Splitter, buf: &[u8]) {
         if self.reserved > 0 || self.skipping {
             return;
         }
-        if let Some(len) = splitter.front_len(buf).filter(|&l| l > RESERVE_ABOVE) {
-            if tap.reserve(len as u64) {
+        let len = splitter.front_len(buf).filter(|&l| l > RESERVE_ABOVE && l <= self.keep_limit);
+        if let Some(len) = len {
+            if self.tap.reserve(len as u64) {
                 self.reserved = len as u64;
             } else {
                 splitter.set_keep_limit(len - 1);
@@ -146,25 +151,38 @@ impl Budget {
     }
 
     /// Sends a framed message, on its reservation if it has one.
-    fn send(&mut self, tap: &Tap, ev: TapEvent) {
-        if std::mem::take(&mut self.reserved) > 0 {
-            tap.send_reserved(ev);
-        } else {
-            tap.send(ev);
-        }
+    fn send(&mut self, ev: TapEvent) {
+        match std::mem::take(&mut self.reserved) {
+            0 => self.tap.send(ev),
+            reserved => {
+                // The frame is the reserved message: its owner gives back its length.
+                let len = match &ev {
+                    TapEvent::Message { frame, .. } => frame.bytes.len() as u64,
+                    _ => 0,
+                };
+                self.tap.release(reserved.saturating_sub(len));
+                self.tap.send_reserved(ev)
+            }
+        };
     }
 
     /// The message passed over for want of room: dropped and counted; the next one
     /// is judged afresh.
-    fn skipped(&mut self, splitter: &mut Splitter, tap: &Tap, keep_limit: usize, conn: ConnId) {
-        tap.drop_one(conn);
-        splitter.set_keep_limit(keep_limit);
+    fn skipped(&mut self, splitter: &mut Splitter, conn: ConnId) {
+        self.tap.drop_one(conn);
+        splitter.set_keep_limit(self.keep_limit);
         self.skipping = false;
     }
 
     /// The connection ends with a message half read: its reservation goes back.
-    fn give_back(&mut self, tap: &Tap) {
-        tap.release(std::mem::take(&mut self.reserved));
+    fn give_back(&mut self) {
+        self.tap.release(std::mem::take(&mut self.reserved));
+    }
+}
+
+impl Drop for Budget<'_> {
+    fn drop(&mut self) {
+        self.give_back();
     }
 }
 
@@ -222,5 +240,44 @@ mod tests {
         assert_eq!(kept, [2, 3], "the 200 KB message did not fit the 150 KB budget");
         assert_eq!(tap.dropped(), 1);
         assert_eq!(tap.queued_bytes(), 0, "every reservation was used or given back");
+    }
+
+    fn msg(id: i32, len: usize) -> Vec<u8> {
+        let mut m = vec![0u8; len];
+        m[0..4].copy_from_slice(&(len as i32).to_le_bytes());
+        m[4..8].copy_from_slice(&id.to_le_bytes());
+        m[12..16].copy_from_slice(&2013i32.to_le_bytes());
+        m
+    }
+
+    #[tokio::test]
+    async fn a_message_too_large_to_analyse_takes_no_reservation() {
+        // Above the keep limit (150 KB here, 16 MiB by default): forwarded, reported
+        // as too large, and no byte of the budget is taken or lost.
+        let stream = [msg(1, 200_000), msg(2, 100), msg(3, 90_000)].concat();
+        let (tap, rx) = Tap::new(16, 1 << 30, Clock::new());
+        let (mut out, activity) = (Vec::new(), AtomicU64::new(0));
+        pump(&stream[..], &mut out, 1, Direction::ToServer, &tap, 150_000, &activity).await.unwrap();
+        assert_eq!(out, stream);
+        let events: Vec<TapEvent> = rx.try_iter().collect();
+        assert!(matches!(events[0], TapEvent::TooLarge { .. }));
+        drop(events);
+        assert_eq!(tap.queued_bytes(), 0, "nothing held, nothing leaked");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_pump_gives_its_reservation_back() {
+        // Only the first half of a 100 KB message arrives, then nothing: the session
+        // gives up on the connection (idle timeout, the other side failed) and drops
+        // the pump mid-message.
+        let half = msg(1, 100_000)[..50_000].to_vec();
+        let (client, mut feeder) = tokio::io::duplex(1 << 20);
+        let (tap, _rx) = Tap::new(16, 1 << 30, Clock::new());
+        let activity = AtomicU64::new(0);
+        tokio::io::AsyncWriteExt::write_all(&mut feeder, &half).await.unwrap();
+        let pumping = pump(client, tokio::io::sink(), 1, Direction::ToServer, &tap, 1 << 20, &activity);
+        assert!(tokio::time::timeout(std::time::Duration::from_millis(200), pumping).await.is_err());
+        assert_eq!(tap.queued_bytes(), 0, "the reservation went back with the cancelled pump");
+        drop(feeder);
     }
 }

@@ -28,6 +28,9 @@ use mongotap_events::{Clock, ConnId, Lost, TapEvent};
 /// until their last reference is dropped.
 pub const HELD_ABOVE: usize = 64 * 1024;
 
+/// Drops to wait before trying again to announce a gap that found no room.
+const RETRY_AFTER: u64 = 64;
+
 /// Connections one gap names; drops on further ones are counted, not named.
 pub const MAX_LOST_CONNS: usize = 4096;
 
@@ -49,14 +52,31 @@ struct Loss {
     dropped: AtomicU64,
     /// Drops a `Gap` has already told the analysis of.
     announced: AtomicU64,
+    /// After a gap found no room, the next try waits until the analysis takes an
+    /// event (or this many drops): while the channel stays full, building a gap on
+    /// every offer would cost each drop a walk over the connections.
+    retry_at: AtomicU64,
     /// Drops not yet announced, by connection. Locked only on the drop path and
     /// when a gap is announced, never on the path of an event that gets through.
     lost: Mutex<HashMap<ConnId, Lost>>,
 }
 
 impl Loss {
+    /// Whether drops wait to be announced.
     fn pending(&self) -> bool {
         self.dropped.load(Ordering::Relaxed) > self.announced.load(Ordering::Relaxed)
+    }
+
+    /// The analysis took an event: there is room for a gap again.
+    fn room(&self) {
+        if self.retry_at.load(Ordering::Relaxed) != 0 {
+            self.retry_at.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an event may try to announce them now (see `retry_at`).
+    fn may_retry(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed) >= self.retry_at.load(Ordering::Relaxed)
     }
 
     /// Hands `deliver` a `Gap` naming the drops not yet announced; they count as
@@ -72,6 +92,7 @@ impl Loss {
         }
         let gap = TapEvent::Gap { at, dropped: dropped - announced, lost: lost.values().copied().collect() };
         if !deliver(gap) {
+            self.retry_at.store(dropped + RETRY_AFTER, Ordering::Relaxed);
             return false;
         }
         lost.clear();
@@ -84,7 +105,9 @@ impl Loss {
         let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
         self.dropped.fetch_add(1, Ordering::Relaxed);
         let Some(conn) = conn else { return };
-        let room = lost.len() < MAX_LOST_CONNS;
+        // A lost close ends its connection's state: kept past the bound (up to four
+        // times it), unlike a lost message, which only names the connection.
+        let room = lost.len() < MAX_LOST_CONNS || (closed && lost.len() < 4 * MAX_LOST_CONNS);
         if let Some(l) = lost.get_mut(&conn) {
             l.events += 1;
             l.closed |= closed;
@@ -156,7 +179,10 @@ impl Tap {
     fn offer(&self, ev: TapEvent) -> bool {
         self.offered.fetch_add(1, Ordering::Relaxed);
         let size = bytes_of(&ev);
-        if self.loss.pending() && !self.loss.announce(ev.at(), |gap| self.tx.try_send(gap).is_ok()) {
+        // No event passes a hole not yet announced: it waits (dropped) for its gap.
+        if self.loss.pending()
+            && !(self.loss.may_retry() && self.loss.announce(ev.at(), |gap| self.tx.try_send(gap).is_ok()))
+        {
             // The marker is not traffic: neither offered nor counted as dropped. If
             // it cannot be queued, neither can the event behind it.
             // (A held message gives its reservation back as it is dropped.)
@@ -252,6 +278,7 @@ impl TapReceiver {
     pub fn try_recv(&self) -> Result<TapEvent, TryRecvError> {
         let ev = self.rx.try_recv()?;
         self.queued.fetch_sub(bytes_of(&ev), Ordering::Relaxed);
+        self.loss.room();
         Ok(ev)
     }
 

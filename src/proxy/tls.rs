@@ -86,7 +86,7 @@ impl TlsOptions {
     /// The TLS options of a `mongodb://` URI, `None` when it asks for no TLS.
     pub fn from_uri(uri: &str) -> Result<Option<TlsOptions>, String> {
         let Some((_, query)) = uri.split_once('?') else { return Ok(None) };
-        let mut tls = false;
+        let (mut tls, mut explicit_off) = (false, false);
         let mut opts = TlsOptions::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -98,7 +98,13 @@ impl TlsOptions {
             };
             // URI option names are case-insensitive.
             match k.to_ascii_lowercase().as_str() {
-                "tls" | "ssl" => tls = yes()?,
+                "tls" | "ssl" => {
+                    tls = yes()?;
+                    explicit_off = !tls;
+                }
+                "tlsallowinvalidhostnames" if yes()? => {
+                    return Err("tlsAllowInvalidHostnames is not supported: give the host the certificate names, or tlsAllowInvalidCertificates (staging only)".into())
+                }
                 "tlscafile" => opts.ca_file = Some(PathBuf::from(&v)),
                 "tlscertificatekeyfile" => opts.certificate_key_file = Some(PathBuf::from(&v)),
                 "tlsallowinvalidcertificates" | "tlsinsecure" => opts.allow_invalid_certificates = yes()?,
@@ -110,6 +116,9 @@ impl TlsOptions {
             }
         }
         let asked = opts != TlsOptions::default();
+        if explicit_off && asked {
+            return Err("tls=false contradicts the TLS file or certificate options given with it".into());
+        }
         Ok((tls || asked).then_some(opts))
     }
 }
@@ -267,5 +276,10 @@ mod tests {
         assert!(TlsOptions::from_uri("mongodb://h/?tlsCertificateKeyFile=/k.pem").unwrap().is_some());
         assert!(TlsOptions::from_uri("mongodb://h/?tls=maybe").is_err());
         assert!(TlsOptions::from_uri("mongodb://h/?tls=true&tlsCertificateKeyFilePassword=x").is_err());
+        assert!(
+            TlsOptions::from_uri("mongodb://h/?tls=false&tlsCAFile=/ca.pem").is_err(),
+            "as drivers refuse it"
+        );
+        assert!(TlsOptions::from_uri("mongodb://h/?tls=true&tlsAllowInvalidHostnames=true").is_err());
     }
 }

@@ -356,7 +356,12 @@ fn lossy(stats: &crate::exchange::ExchangeStats) -> Vec<LossyConnection> {
     let mut v: Vec<LossyConnection> = stats
         .lossy
         .iter()
-        .map(|(c, l)| LossyConnection { connection: *c, app: l.app.clone(), events_dropped: l.events })
+        // An app name is what the client sent: no control characters reach a terminal.
+        .map(|(c, l)| LossyConnection {
+            connection: *c,
+            app: l.app.as_ref().map(|a| a.chars().filter(|ch| !ch.is_control()).collect()),
+            events_dropped: l.events,
+        })
         .collect();
     v.sort_by(|a, b| b.events_dropped.cmp(&a.events_dropped).then(a.connection.cmp(&b.connection)));
     v.truncate(LOSSY_SHOWN);
