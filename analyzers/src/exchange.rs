@@ -116,6 +116,12 @@ struct ConnState {
     last_seen: Micros,
 }
 
+impl ConnState {
+    fn new(info: Arc<ConnInfo>, at: Micros) -> ConnState {
+        ConnState { info, lossy: false, pending: HashMap::default(), analysing: true, last_seen: at }
+    }
+}
+
 /// Turns a stream of tap events into operations.
 #[derive(Default)]
 pub struct Correlator {
@@ -155,16 +161,7 @@ impl Correlator {
                 } else {
                     let info =
                         Arc::new(ConnInfo { id: conn, client: Some(client), ..ConnInfo::default() }.keyed());
-                    self.conns.insert(
-                        conn,
-                        ConnState {
-                            info,
-                            lossy: false,
-                            pending: HashMap::default(),
-                            analysing: true,
-                            last_seen: at,
-                        },
-                    );
+                    self.conns.insert(conn, ConnState::new(info, at));
                 }
             }
             TapEvent::Closed { conn, .. } => {
@@ -221,16 +218,7 @@ impl Correlator {
                         return;
                     }
                     let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());
-                    self.conns.insert(
-                        conn,
-                        ConnState {
-                            info,
-                            lossy: false,
-                            pending: HashMap::default(),
-                            analysing: true,
-                            last_seen: at,
-                        },
-                    );
+                    self.conns.insert(conn, ConnState::new(info, at));
                 }
                 let state = self.conns.get_mut(&conn).expect("inserted above");
                 state.last_seen = at;
