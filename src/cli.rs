@@ -156,6 +156,13 @@ impl ProxyArgs {
     pub fn config(&self) -> Result<mongotap::proxy::ProxyConfig, String> {
         use mongotap::proxy::tls::{ClientTls, TlsOptions, UpstreamTls};
         let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)?;
+        let hosts =
+            self.upstream.split_once("://").map_or("", |(_, r)| r).split(['/', '?']).next().unwrap_or("");
+        if hosts.contains(',') {
+            tracing::warn!(
+                "--upstream names several hosts: mongotap forwards to the first, {upstream}; give the primary's address (clients connect with directConnection=true)"
+            );
+        }
         let client_tls = match &self.tls_certificate_key_file {
             Some(pem) => Some(ClientTls::new(pem, self.tls_ca_file.as_deref())?),
             None => None,
