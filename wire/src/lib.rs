@@ -17,6 +17,8 @@
 //!   namespace and session, and say what must be redacted.
 //! - [`doc`]: [`Document`], a checked BSON slice of a frame.
 //! - [`element`]: a quick walk over a document's elements by their headers.
+//! - [`hello`]: the member addresses of a `hello` reply, renamed (for a proxy in
+//!   front of a replica set).
 //! - [`error`]: [`WireError`], what was wrong and where.
 
 pub mod command;
@@ -25,6 +27,7 @@ pub mod element;
 pub mod error;
 pub mod frame;
 pub mod header;
+pub mod hello;
 pub mod message;
 pub mod op;
 
