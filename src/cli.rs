@@ -48,10 +48,12 @@ pub struct ProxyArgs {
     /// Flags and MONGOTAP_* variables take precedence over it.
     #[arg(long, env = "MONGOTAP_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
-    /// Address clients connect to (point your application's URI here, with directConnection=true).
+    /// Address clients connect to (point your application's URI here, with
+    /// directConnection=true, or without it in replica-set mode: --rewrite-topology).
     #[arg(long, env = "MONGOTAP_LISTEN", default_value = "127.0.0.1:27018")]
     pub listen: String,
-    /// The real server: host:port, or a mongodb:// URI (its first host is used).
+    /// The real server: host:port, or a mongodb:// URI (its first host is the one
+    /// --listen forwards to; with --rewrite-topology the others are learnt from it).
     #[arg(long, env = "MONGOTAP_UPSTREAM", default_value = "127.0.0.1:27017")]
     pub upstream: String,
     #[command(flatten)]
@@ -91,6 +93,16 @@ pub struct ProxyArgs {
     /// Require client certificates signed by these CAs (as mongod's --tlsCAFile).
     #[arg(long, env = "MONGOTAP_TLS_CA_FILE", value_name = "PEM", requires = "tls_certificate_key_file")]
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Replica-set mode: rename the members named in every hello reply (hosts,
+    /// passives, arbiters, primary, me) to mongotap listeners, one per member on the
+    /// ports after --listen's, so a driver that discovers the set (no
+    /// directConnection) connects only through mongotap.
+    #[arg(long, env = "MONGOTAP_REWRITE_TOPOLOGY")]
+    pub rewrite_topology: bool,
+    /// In replica-set mode, the host name clients reach mongotap by (default:
+    /// --listen's host; needed when --listen is on all interfaces).
+    #[arg(long, env = "MONGOTAP_ADVERTISE_HOST", value_name = "HOST", requires = "rewrite_topology")]
+    pub advertise_host: Option<String>,
     /// Megabytes of messages queued for analysis before the tap starts dropping (and
     /// counting) them: the analysis backlog's memory bound.
     #[arg(long, env = "MONGOTAP_TAP_MB", default_value_t = 128, value_name = "MB")]
@@ -158,11 +170,16 @@ impl ProxyArgs {
         let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)?;
         let hosts =
             self.upstream.split_once("://").map_or("", |(_, r)| r).split(['/', '?']).next().unwrap_or("");
-        if hosts.contains(',') {
+        if hosts.contains(',') && !self.rewrite_topology {
             tracing::warn!(
-                "--upstream names several hosts: mongotap forwards to the first, {upstream}; give the primary's address (clients connect with directConnection=true)"
+                "--upstream names several hosts: mongotap forwards to the first, {upstream}; give the primary's address (clients connect with directConnection=true), or use --rewrite-topology"
             );
         }
+        let rewrite_topology = match (self.rewrite_topology, &self.advertise_host) {
+            (false, _) => None,
+            (true, Some(host)) => Some(host.clone()),
+            (true, None) => Some(advertised_host(&self.listen)?),
+        };
         let client_tls = match &self.tls_certificate_key_file {
             Some(pem) => Some(ClientTls::new(pem, self.tls_ca_file.as_deref())?),
             None => None,
@@ -194,7 +211,40 @@ impl ProxyArgs {
             tap_bytes: self.tap_mb.max(1) * 1024 * 1024,
             client_tls,
             upstream_tls,
+            rewrite_topology,
             ..mongotap::proxy::ProxyConfig::default()
         })
+    }
+}
+
+/// The host of `--listen`, as clients can be told it: not a wildcard address.
+fn advertised_host(listen: &str) -> Result<String, String> {
+    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h);
+    let wildcard = host.is_empty()
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+    if wildcard {
+        return Err(format!(
+            "--rewrite-topology with --listen {listen}: give --advertise-host, the name clients reach this machine by"
+        ));
+    }
+    Ok(host.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::advertised_host;
+
+    #[test]
+    fn the_advertised_host_is_listens_unless_it_is_a_wildcard() {
+        assert_eq!(advertised_host("127.0.0.1:27018").unwrap(), "127.0.0.1");
+        assert_eq!(advertised_host("mongotap.staging:27018").unwrap(), "mongotap.staging");
+        assert_eq!(advertised_host("[::1]:27018").unwrap(), "[::1]");
+        for wildcard in ["0.0.0.0:27018", "[::]:27018", ":27018"] {
+            assert!(advertised_host(wildcard).unwrap_err().contains("--advertise-host"), "{wildcard}");
+        }
     }
 }

@@ -32,6 +32,10 @@ const KEYS: &[&str] = &[
     "no_side_connection",
     "index_refresh",
     "explain",
+    "tls_certificate_key_file",
+    "tls_ca_file",
+    "rewrite_topology",
+    "advertise_host",
 ];
 
 /// What a config file says.

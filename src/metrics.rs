@@ -130,7 +130,7 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
             "mongotap_upstream_connect_failures_total",
             "counter",
             "Failed connections to the upstream.",
-            shared.upstream.failures(),
+            shared.upstream_failures(),
         ),
         (
             "mongotap_events_offered_total",

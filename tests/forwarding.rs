@@ -221,7 +221,7 @@ async fn faults_on_either_side_leave_the_proxy_serving() {
         let mut c = TcpStream::connect(addr).await.unwrap();
         expect_closed(&mut c, Duration::from_secs(2)).await;
     }
-    assert_eq!(proxy.shared().upstream.failures(), 20);
+    assert_eq!(proxy.shared().upstream_failures(), 20);
     let relay = TcpListener::bind(("127.0.0.1", dead_port)).await.unwrap();
     let target = upstream.addr();
     tokio::spawn(async move {

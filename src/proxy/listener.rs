@@ -1,20 +1,30 @@
 //! Accepting clients: a semaphore caps the connections served at once (further
 //! clients wait in the backlog), and shutdown stops accepting, gives open
-//! connections a grace period, then closes what is left.
+//! connections a grace period, then closes what is left. In replica-set mode the
+//! loop accepts on every member's listener too, as they are opened.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::shards::Shards;
+use super::topology::{Member, NewListener};
 use super::{session, Shared};
 
-/// Serves until `stop` turns true, then winds down.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+/// Serves until `stop` turns true, then winds down. `listener` stands for the seed
+/// upstream; listeners for further members arrive on `added`.
+pub async fn serve(
+    listener: TcpListener,
+    mut added: Option<mpsc::UnboundedReceiver<NewListener>>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     let shards = match Shards::start() {
         Ok(s) => s,
         Err(e) => {
@@ -25,13 +35,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
     let permits = Arc::new(Semaphore::new(shared.config.max_connections));
     let (kill, kill_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
+    let mut listeners = vec![(listener, shared.seed.clone())];
+    let mut turn = 0;
     loop {
         let permit = tokio::select! {
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
             _ = stop.changed() => break,
         };
-        let (socket, peer) = tokio::select! {
-            r = listener.accept() => match r {
+        let (socket, peer, member) = tokio::select! {
+            r = accept_any(&listeners, &mut turn) => match r {
                 Ok(x) => x,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -40,6 +52,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
                     continue;
                 }
             },
+            Some((l, member)) = next_listener(&mut added) => {
+                match l.set_nonblocking(true).and_then(|()| TcpListener::from_std(l)) {
+                    Ok(l) => listeners.push((l, member)),
+                    Err(e) => tracing::error!(member = %member.upstream.addr(), "cannot serve the listener of replica-set member: {e}"),
+                }
+                continue;
+            }
             _ = stop.changed() => break,
         };
         let conn = shared.accepted.fetch_add(1, Ordering::Relaxed) + 1;
@@ -49,7 +68,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         sessions.spawn_on(
             async move {
                 if let Ok(socket) = tokio::net::TcpStream::from_std(socket) {
-                    session::run(socket, peer, conn, shared, kill_rx).await;
+                    session::run(socket, peer, conn, member, shared, kill_rx).await;
                 }
                 drop(permit);
             },
@@ -58,7 +77,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         // Reap finished sessions so the set does not grow with the total count.
         while sessions.try_join_next().is_some() {}
     }
-    drop(listener);
+    drop(listeners);
     let grace = shared.config.shutdown_grace;
     let open = shared.open.load(Ordering::Relaxed);
     if open > 0 {
@@ -69,5 +88,32 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
         tracing::info!("grace period over: closing {} connections", sessions.len());
         let _ = kill.send(true);
         while sessions.join_next().await.is_some() {}
+    }
+}
+
+/// The next client of any listener, taking the listeners in turn so none starves.
+async fn accept_any(
+    listeners: &[(TcpListener, Arc<Member>)],
+    turn: &mut usize,
+) -> std::io::Result<(TcpStream, SocketAddr, Arc<Member>)> {
+    std::future::poll_fn(|cx| {
+        let n = listeners.len();
+        for i in 0..n {
+            let (l, member) = &listeners[(*turn + i) % n];
+            if let Poll::Ready(r) = l.poll_accept(cx) {
+                *turn = (*turn + i + 1) % n;
+                return Poll::Ready(r.map(|(s, peer)| (s, peer, member.clone())));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// A listener opened for a new member, or never without a topology.
+async fn next_listener(added: &mut Option<mpsc::UnboundedReceiver<NewListener>>) -> Option<NewListener> {
+    match added {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }

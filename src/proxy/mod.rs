@@ -3,10 +3,12 @@
 
 pub mod listener;
 pub mod pump;
+pub mod rewrite;
 pub mod session;
 pub mod shards;
 pub mod tap;
 pub mod tls;
+pub mod topology;
 pub mod upstream;
 
 use std::net::SocketAddr;
@@ -22,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::analysis::Analysis;
 use tap::Tap;
+use topology::{Member, Topology};
 use upstream::Upstream;
 
 /// How the proxy runs.
@@ -50,6 +53,9 @@ pub struct ProxyConfig {
     pub client_tls: Option<tls::ClientTls>,
     /// TLS toward the upstream (plaintext when `None`).
     pub upstream_tls: Option<tls::UpstreamTls>,
+    /// Replica-set mode: rename the members in hello replies to mongotap listeners,
+    /// one per member, advertised under this host (see [`topology`]).
+    pub rewrite_topology: Option<String>,
 }
 
 impl Default for ProxyConfig {
@@ -66,6 +72,7 @@ impl Default for ProxyConfig {
             max_analysed_message: 16 * 1024 * 1024 + 16 * 1024,
             client_tls: None,
             upstream_tls: None,
+            rewrite_topology: None,
         }
     }
 }
@@ -74,14 +81,26 @@ impl Default for ProxyConfig {
 pub struct Shared {
     /// The configuration.
     pub config: ProxyConfig,
-    /// The upstream and its health.
-    pub upstream: Upstream,
+    /// The upstream clients reach through `--listen`, and its health.
+    pub seed: Arc<Member>,
+    /// The replica set's members and their listeners, in replica-set mode.
+    pub topology: Option<Arc<Topology>>,
     /// The tap.
     pub tap: Tap,
     /// Connections open now.
     pub open: AtomicU64,
     /// Connections accepted so far (also the next connection id).
     pub accepted: AtomicU64,
+}
+
+impl Shared {
+    /// Failed connections to the upstream (every member's, in replica-set mode).
+    pub fn upstream_failures(&self) -> u64 {
+        match &self.topology {
+            Some(t) => t.failures(),
+            None => self.seed.upstream.failures(),
+        }
+    }
 }
 
 /// A running proxy.
@@ -107,12 +126,41 @@ impl Proxy {
         let clock = Clock::new();
         let (tap, rx) = Tap::new(config.tap_capacity, config.tap_bytes, clock);
         let analysis = Analysis::spawn(rx, pipeline, clock);
-        let upstream = Upstream::new(config.upstream.clone(), config.connect_timeout);
-        let shared =
-            Arc::new(Shared { config, upstream, tap, open: AtomicU64::new(0), accepted: AtomicU64::new(0) });
+        let upstream =
+            Upstream::new(config.upstream.clone(), config.connect_timeout, config.upstream_tls.clone());
+        let advertised = match &config.rewrite_topology {
+            Some(host) => format!("{host}:{}", local_addr.port()),
+            None => local_addr.to_string(),
+        };
+        let seed = Arc::new(Member { upstream, advertised });
+        let (topology, added) = match &config.rewrite_topology {
+            Some(host) => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let tls = config.upstream_tls.clone();
+                let t =
+                    Topology::new(seed.clone(), local_addr, host.clone(), config.connect_timeout, tls, tx);
+                (Some(Arc::new(t)), Some(rx))
+            }
+            None => (None, None),
+        };
+        let shared = Arc::new(Shared {
+            config,
+            seed,
+            topology,
+            tap,
+            open: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+        });
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(listener::serve(listener, shared.clone(), stop_rx));
-        tracing::info!(listen = %local_addr, upstream = %shared.upstream.addr(), "proxying");
+        let task = tokio::spawn(listener::serve(listener, added, shared.clone(), stop_rx));
+        tracing::info!(listen = %local_addr, upstream = %shared.seed.upstream.addr(), "proxying");
+        if shared.topology.is_some() {
+            tracing::info!(
+                "replica-set mode: clients are told this listener is {}; each member named in a hello reply gets a listener of its own, from port {} up",
+                shared.seed.advertised,
+                local_addr.port().saturating_add(1)
+            );
+        }
         Ok(Proxy { local_addr, shared, stop, listener: Some(task), analysis })
     }
 

@@ -14,6 +14,8 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::pump::{pump, PumpError};
+use super::rewrite::{Renamer, Rewriting};
+use super::topology::Member;
 use super::Shared;
 
 /// Runs one proxied connection to its end.
@@ -21,34 +23,36 @@ pub async fn run(
     client: TcpStream,
     peer: SocketAddr,
     conn: ConnId,
+    member: Arc<Member>,
     shared: Arc<Shared>,
     mut kill: watch::Receiver<bool>,
 ) {
-    let upstream = match shared.upstream.connect().await {
+    let upstream = match member.upstream.connect().await {
         Ok(s) => s,
         Err(_) => return, // Upstream logged it; dropping `client` closes it at once.
     };
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);
-    let (client_tls, upstream_tls) = (&shared.config.client_tls, &shared.config.upstream_tls);
-    match (client_tls, upstream_tls) {
-        (None, None) => serve(client, upstream, peer, conn, &shared, &mut kill).await,
+    let renamer = shared.topology.as_ref().map(|t| Renamer { topology: t.clone(), via: member.clone() });
+    let s = Serve { peer, conn, shared: &shared, renamer };
+    match (&shared.config.client_tls, member.upstream.tls()) {
+        (None, None) => s.serve(client, upstream, &mut kill).await,
         (Some(c), None) => {
             let Some(client) = handshake(c.accept(client), conn, "client", &shared).await else { return };
-            serve(client, upstream, peer, conn, &shared, &mut kill).await
+            s.serve(client, upstream, &mut kill).await
         }
         (None, Some(u)) => {
             let Some(upstream) = handshake(u.connect(upstream), conn, "upstream", &shared).await else {
                 return;
             };
-            serve(client, upstream, peer, conn, &shared, &mut kill).await
+            s.serve(client, upstream, &mut kill).await
         }
         (Some(c), Some(u)) => {
             let Some(client) = handshake(c.accept(client), conn, "client", &shared).await else { return };
             let Some(upstream) = handshake(u.connect(upstream), conn, "upstream", &shared).await else {
                 return;
             };
-            serve(client, upstream, peer, conn, &shared, &mut kill).await
+            s.serve(client, upstream, &mut kill).await
         }
     }
 }
@@ -78,74 +82,80 @@ async fn handshake<S>(
     }
 }
 
-/// Forwards between a client and its upstream connection, plain or TLS, to the end.
-async fn serve<C: Duplex, U: Duplex>(
-    client: C,
-    upstream: U,
+/// One connection's forwarding, once both sides are connected.
+struct Serve<'a> {
     peer: SocketAddr,
     conn: ConnId,
-    shared: &Arc<Shared>,
-    kill: &mut watch::Receiver<bool>,
-) {
-    shared.tap.send(TapEvent::Opened { conn, client: peer, at: shared.tap.clock().now() });
-    shared.open.fetch_add(1, Ordering::Relaxed);
-    tracing::debug!(conn, client = %peer, "connection opened");
-    let (client, upstream, reset) = forward(client, upstream, conn, shared, kill).await;
-    if reset {
-        // SO_LINGER 0 makes the close a reset, passing the failure on to both peers.
-        let _ = socket2::SockRef::from(client.tcp()).set_linger(Some(Duration::ZERO));
-        let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
-    }
-    drop((client, upstream));
-    shared.open.fetch_sub(1, Ordering::Relaxed);
-    tracing::debug!(conn, reset, "connection closed");
-    shared.tap.send(TapEvent::Closed { conn, at: shared.tap.clock().now() });
+    shared: &'a Arc<Shared>,
+    /// Renames hello replies' members, in replica-set mode.
+    renamer: Option<Renamer>,
 }
 
-async fn forward<C: Duplex, U: Duplex>(
-    mut client: C,
-    mut upstream: U,
-    conn: ConnId,
-    shared: &Shared,
-    kill: &mut watch::Receiver<bool>,
-) -> (C, U, bool) {
-    let activity = AtomicU64::new(shared.tap.clock().now());
-    let reset = {
-        let (cr, cw) = client.halves();
-        let (ur, uw) = upstream.halves();
-        let keep = shared.config.max_analysed_message;
-        let tap = &shared.tap;
-        let to_server = pump(cr, uw, conn, Direction::ToServer, tap, keep, &activity);
-        let to_client = pump(ur, cw, conn, Direction::ToClient, tap, keep, &activity);
-        tokio::pin!(to_server, to_client);
-        let (mut server_done, mut client_done) = (false, false);
-        let idle_us = shared.config.idle_timeout.as_micros() as u64;
-        let mut tick = tokio::time::interval(Duration::from_secs(1).min(shared.config.idle_timeout));
-        loop {
-            tokio::select! {
-                r = &mut to_server, if !server_done => {
-                    server_done = true;
-                    if let Err(e) = r { log_end(conn, "client", &e); break true; }
-                }
-                r = &mut to_client, if !client_done => {
-                    client_done = true;
-                    if let Err(e) = r { log_end(conn, "upstream", &e); break true; }
-                }
-                _ = tick.tick() => {
-                    let idle = shared.tap.clock().now().saturating_sub(activity.load(Ordering::Relaxed));
-                    if idle > idle_us {
-                        tracing::debug!(conn, "idle for {:?}: closing", shared.config.idle_timeout);
-                        break false;
-                    }
-                }
-                _ = kill.changed() => break false,
-            }
-            if server_done && client_done {
-                break false;
-            }
+impl Serve<'_> {
+    /// Forwards between a client and its upstream connection, plain or TLS, to the end.
+    async fn serve<C: Duplex, U: Duplex>(self, client: C, upstream: U, kill: &mut watch::Receiver<bool>) {
+        let (conn, shared) = (self.conn, self.shared);
+        shared.tap.send(TapEvent::Opened { conn, client: self.peer, at: shared.tap.clock().now() });
+        shared.open.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(conn, client = %self.peer, "connection opened");
+        let (client, upstream, reset) = self.forward(client, upstream, kill).await;
+        if reset {
+            // SO_LINGER 0 makes the close a reset, passing the failure on to both peers.
+            let _ = socket2::SockRef::from(client.tcp()).set_linger(Some(Duration::ZERO));
+            let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
         }
-    };
-    (client, upstream, reset)
+        drop((client, upstream));
+        shared.open.fetch_sub(1, Ordering::Relaxed);
+        tracing::debug!(conn, reset, "connection closed");
+        shared.tap.send(TapEvent::Closed { conn, at: shared.tap.clock().now() });
+    }
+
+    async fn forward<C: Duplex, U: Duplex>(
+        self,
+        mut client: C,
+        mut upstream: U,
+        kill: &mut watch::Receiver<bool>,
+    ) -> (C, U, bool) {
+        let (conn, shared) = (self.conn, self.shared);
+        let activity = AtomicU64::new(shared.tap.clock().now());
+        let reset = {
+            let (cr, cw) = client.halves();
+            let (ur, uw) = upstream.halves();
+            let ur = Rewriting::new(ur, self.renamer);
+            let keep = shared.config.max_analysed_message;
+            let tap = &shared.tap;
+            let to_server = pump(cr, uw, conn, Direction::ToServer, tap, keep, &activity);
+            let to_client = pump(ur, cw, conn, Direction::ToClient, tap, keep, &activity);
+            tokio::pin!(to_server, to_client);
+            let (mut server_done, mut client_done) = (false, false);
+            let idle_us = shared.config.idle_timeout.as_micros() as u64;
+            let mut tick = tokio::time::interval(Duration::from_secs(1).min(shared.config.idle_timeout));
+            loop {
+                tokio::select! {
+                    r = &mut to_server, if !server_done => {
+                        server_done = true;
+                        if let Err(e) = r { log_end(conn, "client", &e); break true; }
+                    }
+                    r = &mut to_client, if !client_done => {
+                        client_done = true;
+                        if let Err(e) = r { log_end(conn, "upstream", &e); break true; }
+                    }
+                    _ = tick.tick() => {
+                        let idle = shared.tap.clock().now().saturating_sub(activity.load(Ordering::Relaxed));
+                        if idle > idle_us {
+                            tracing::debug!(conn, "idle for {:?}: closing", shared.config.idle_timeout);
+                            break false;
+                        }
+                    }
+                    _ = kill.changed() => break false,
+                }
+                if server_done && client_done {
+                    break false;
+                }
+            }
+        };
+        (client, upstream, reset)
+    }
 }
 
 fn log_end(conn: ConnId, reading_side: &str, e: &PumpError) {

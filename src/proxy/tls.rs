@@ -161,9 +161,7 @@ impl std::fmt::Debug for UpstreamTls {
 impl UpstreamTls {
     /// TLS to `host` (the upstream's, for SNI and verification) with `opts`.
     pub fn new(host: &str, opts: &TlsOptions) -> Result<UpstreamTls, String> {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let name =
-            ServerName::try_from(host.to_owned()).map_err(|e| format!("upstream host {host:?}: {e}"))?;
+        let name = server_name(host)?;
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;
@@ -187,10 +185,23 @@ impl UpstreamTls {
         Ok(UpstreamTls { connector: TlsConnector::from(Arc::new(config)), name })
     }
 
+    /// The same settings toward another server (a replica-set member): SNI and
+    /// verification for `host`.
+    pub fn for_host(&self, host: &str) -> Result<UpstreamTls, String> {
+        let name = server_name(host)?;
+        Ok(UpstreamTls { connector: self.connector.clone(), name })
+    }
+
     /// Starts TLS on a connection to the upstream.
     pub async fn connect(&self, tcp: TcpStream) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
         self.connector.connect(self.name.clone(), tcp).await
     }
+}
+
+/// The name to verify the upstream's certificate against and send as SNI.
+fn server_name(host: &str) -> Result<ServerName<'static>, String> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_owned()).map_err(|e| format!("upstream host {host:?}: {e}"))
 }
 
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 
+use super::tls::UpstreamTls;
+
 /// How often, at most, a continuing outage is logged again.
 const RELOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -18,6 +20,7 @@ const RELOG_EVERY: Duration = Duration::from_secs(10);
 pub struct Upstream {
     addr: String,
     connect_timeout: Duration,
+    tls: Option<UpstreamTls>,
     health: Mutex<Health>,
 }
 
@@ -30,9 +33,14 @@ struct Health {
 }
 
 impl Upstream {
-    /// An upstream at `addr` (`host:port`).
-    pub fn new(addr: String, connect_timeout: Duration) -> Upstream {
-        Upstream { addr, connect_timeout, health: Mutex::new(Health::default()) }
+    /// An upstream at `addr` (`host:port`), reached over TLS when `tls` is given.
+    pub fn new(addr: String, connect_timeout: Duration, tls: Option<UpstreamTls>) -> Upstream {
+        Upstream { addr, connect_timeout, tls, health: Mutex::new(Health::default()) }
+    }
+
+    /// TLS toward this server (plaintext when `None`).
+    pub fn tls(&self) -> Option<&UpstreamTls> {
+        self.tls.as_ref()
     }
 
     /// The address connections go to.
@@ -94,8 +102,16 @@ impl Upstream {
 pub fn parse_upstream(s: &str) -> Result<String, String> {
     let rest = match s.split_once("://") {
         Some(("mongodb", rest)) => rest,
+        Some(("mongodb+srv", rest)) => {
+            let host = rest.split(['/', '?']).next().unwrap_or("");
+            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+            return Err(format!(
+                "mongodb+srv:// needs a DNS SRV lookup, which mongotap does not make: give the hosts it lists \
+                 (dig +short SRV _mongodb._tcp.{host}) as mongodb://host1:port,host2:port/?tls=true&replicaSet=..."
+            ));
+        }
         Some((scheme, _)) => {
-            return Err(format!("unsupported scheme {scheme}:// (mongodb+srv needs DNS; give host:port)"))
+            return Err(format!("unsupported scheme {scheme}:// (give host:port or a mongodb:// URI)"))
         }
         None => s,
     };
@@ -133,7 +149,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let u = Upstream::new(format!("127.0.0.1:{port}"), Duration::from_secs(2));
+        let u = Upstream::new(format!("127.0.0.1:{port}"), Duration::from_secs(2), None);
         for _ in 0..3 {
             assert!(u.connect().await.is_err());
         }
