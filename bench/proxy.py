@@ -3,7 +3,8 @@
 Prints ops/s, p50/p99 latency per target at 1 and 32 connections, the latency each
 proxy adds over direct, mongotap's ratios to haproxy, mongotap's peak RSS, and a
 pymongo view through each target. Run through bench/proxy.sh (it builds first).
-Environment: ROUNDS (default 5), SECONDS per run (default 4).
+Environment: ROUNDS (default 5), SECONDS per run (default 4), MONGOTAP_ARGS (more
+flags for mongotap, e.g. MONGOTAP_ARGS=--rewrite-topology for replica-set mode).
 """
 import os
 import signal
@@ -110,7 +111,8 @@ def main():
         report = tempfile.mktemp(suffix=".json")
         admin = free_port()
         mt = subprocess.Popen([os.path.join(REL, "mongotap"), "proxy", "--listen", f"127.0.0.1:{tap}", "--upstream",
-                               f"127.0.0.1:{canned}", "--admin", f"127.0.0.1:{admin}", "--report-json", report],
+                               f"127.0.0.1:{canned}", "--admin", f"127.0.0.1:{admin}", "--report-json", report]
+                              + os.environ.get("MONGOTAP_ARGS", "").split(),
                               stderr=subprocess.DEVNULL)
         procs.append(mt)
         wait_port(tap)
@@ -163,7 +165,8 @@ def main():
     med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v), statistics.median(x[2] for x in v))
            for k, v in results.items()}
     print(f"mongotap proxy benchmark: {ROUNDS} interleaved rounds of {SECONDS:g} s per target; medians; "
-          f"upstream = canned-reply server; {os.cpu_count()} cores")
+          f"upstream = canned-reply server; {os.cpu_count()} cores"
+          + (f"; mongotap {os.environ['MONGOTAP_ARGS']}" if os.environ.get("MONGOTAP_ARGS") else ""))
     print(f"{'target':<10}{'conns':>6}{'ops/s':>10}{'p50 us':>9}{'p99 us':>9}")
     for conns in (1, 32):
         for name, _ in targets:

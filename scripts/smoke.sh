@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Drives pymongo, mongoengine and the Node driver, unmodified, through mongotap
 # against SecantusDB (a one-member replica set, for transactions; then with --auth
-# for SCRAM-SHA-256; then with TLS on both sides, mongosh too), and checks the
-# reports mongotap wrote. Part of scripts/test.sh.
+# for SCRAM-SHA-256; then with TLS on both sides; then in replica-set mode, where the
+# clients discover the set through mongotap), and checks the reports mongotap wrote.
+# Part of scripts/test.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -28,6 +29,12 @@ start_proxy() { # upstream port, report path
   proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
 }
 stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+every_client() { # label, uri: pymongo and mongoengine, the Node driver, Mongoose, mongosh
+  run "pymongo $1" .venv/bin/python tests/python/smoke.py "$2"
+  run "node $1" node tests/node/smoke.js "$2"
+  run "mongoose $1" node tests/node/mongoose.js "$2"
+  run "mongosh $1" bash -c "tests/node/node_modules/.bin/mongosh --quiet '$2' --eval 'db.getSiblingDB(\"shell\").t.insertOne({a: 1}); print(db.getSiblingDB(\"shell\").t.countDocuments({a: 1}))' | grep -qx '[1-9][0-9]*'"
+}
 
 # 1. Clients against a replica-set upstream (directConnection: mongotap is the only address they see).
 up=$(free_port); start_upstream "$up" --storage-path :memory:
@@ -90,10 +97,7 @@ proxy_port=$(free_port)
   2>>"$work/proxy.log" &
 proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
 uri="mongodb://localhost:$proxy_port/?directConnection=true&tls=true&tlsCAFile=$tls/ca.pem"
-run "pymongo over TLS" .venv/bin/python tests/python/smoke.py "$uri"
-run "node over TLS" node tests/node/smoke.js "$uri"
-run "mongoose over TLS" bash -c "cd tests/node && node -e \"const m = require('mongoose'); (async () => { await m.connect(process.argv[1], { appName: 'mongoose-smoke' }); const K = m.model('K', new m.Schema({ a: Number })); await K.create({ a: 1 }); const n = await K.countDocuments({ a: 1 }); await m.disconnect(); process.exit(n >= 1 ? 0 : 1); })().catch((e) => { console.error(e); process.exit(1); });\" '$uri'"
-run "mongosh over TLS" bash -c "tests/node/node_modules/.bin/mongosh --quiet '$uri' --eval 'db.getSiblingDB(\"shell\").t.insertOne({a: 1}); print(db.getSiblingDB(\"shell\").t.countDocuments({a: 1}))' | grep -qx 1"
+every_client "over TLS" "$uri"
 stop "$proxy_pid"; stop "$up_pid"
 run "report of the TLS run" .venv/bin/python - "$work/tls.json" <<'PY'
 import json, sys
@@ -103,6 +107,33 @@ assert {"python-smoke", "mongoengine-smoke", "node-smoke", "mongoose-smoke"} <= 
 assert any(p["namespace"] == "shell.t" for p in r["access_patterns"]), "mongosh's insert"
 assert r["totals"]["parse_errors"] == 0, r["totals"]
 print(f"ok   TLS report: {r['totals']['operations']} operations, apps {sorted(apps)}")
+PY
+
+# 4. Replica-set mode: clients discover the set (no directConnection) and mongotap renames its
+#    members in every hello reply. Every connection the upstream gets must be mongotap's: the
+#    kernel's connection table is sampled every 50 ms while the clients run.
+up=$(free_port); start_upstream "$up" --storage-path :memory:
+proxy_port=$(free_port)
+./target/debug/mongotap proxy --listen "127.0.0.1:$proxy_port" --upstream "127.0.0.1:$up" --rewrite-topology \
+  --admin off --report-json "$work/rs.json" 2>>"$work/proxy.log" &
+proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
+(while :; do ss -tnpH state established "( dport = :$up )" | grep -o 'pid=[0-9]*' || true; sleep 0.05; done) >"$work/owners" &
+sampler=$!; pids+=("$sampler")
+every_client "discovering the set" "mongodb://127.0.0.1:$proxy_port/?heartbeatFrequencyMS=500"
+every_client "naming the set" "mongodb://127.0.0.1:$proxy_port/?replicaSet=secantus&heartbeatFrequencyMS=500"
+kill "$sampler"; wait "$sampler" 2>/dev/null || true
+stop "$proxy_pid"; stop "$up_pid"
+run "every connection to the upstream was mongotap's" bash -c "
+  owners=\$(sort -u '$work/owners'); echo \"owners of connections to the upstream in \$(wc -l <'$work/owners') samples: \$owners (mongotap: pid=$proxy_pid)\"
+  [ \"\$owners\" = 'pid=$proxy_pid' ]"
+run "report of the replica-set run" .venv/bin/python - "$work/rs.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+apps = {a for p in r["access_patterns"] for a in p["apps"]}
+assert {"python-smoke", "mongoengine-smoke", "node-smoke", "mongoose-smoke"} <= apps, apps
+assert any(p["command"] == "commitTransaction" for p in r["access_patterns"]), "transactions went through"
+assert r["totals"]["parse_errors"] == 0, r["totals"]
+print(f"ok   replica-set report: {r['totals']['operations']} operations, apps {sorted(apps)}")
 PY
 
 echo "smoke: $passed passed, $failed failed"

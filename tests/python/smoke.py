@@ -24,6 +24,7 @@ def crud(uri):
     db = client.smoke
     db.drop_collection("people")
     db.drop_collection("cities")
+    db.drop_collection("events")
     people, cities = db.people, db.cities
     cities.insert_many([{"_id": i, "name": f"city{i}"} for i in range(5)])
     # insert_many and bulk_write send kind-1 document sequences.
