@@ -19,8 +19,8 @@ use super::topology::{Member, Topology};
 /// Replies up to this size are held whole and looked at; larger ones stream.
 pub const HOLD_MAX: usize = 64 * 1024;
 
-/// How much is read from the upstream at once.
-const CHUNK: usize = 16 * 1024;
+/// How much room a read into the holding buffer has at least.
+const CHUNK: usize = 4 * 1024;
 
 /// Renames member addresses in hello replies for the connection through `via`.
 #[derive(Clone)]
@@ -101,11 +101,14 @@ impl<R> Rewriting<R> {
 fn rename(msg: &[u8], r: &Renamer) -> Option<bytes::Bytes> {
     // Most replies are not hello replies: a quick look for its keys before decoding
     // (a compressed one is always decoded; servers do not compress hello, but may).
-    let op_code = i32::from_le_bytes(msg[12..16].try_into().expect("a header"));
-    let plain_hello = |key: &[u8]| msg.windows(key.len()).any(|w| w == key);
-    let worth = match op_code {
-        2012 => true,
-        1 | 2013 => plain_hello(b"\x08ismaster\x00") || plain_hello(b"\x08isWritablePrimary\x00"),
+    let word =
+        |at: usize| msg.get(at..at + 4).map_or(0, |b| i32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let has = |key: &[u8]| msg.windows(key.len()).any(|w| w == key);
+    let worth = match word(12) {
+        // OP_COMPRESSED: inflated inline only when it says it holds a small reply
+        // (servers do not compress hello, so this is rare and bounded).
+        2012 => matches!(word(16), 1 | 2013) && (0..=HOLD_MAX as i32).contains(&word(20)),
+        1 | 2013 => has(b"\x08ismaster\x00") || has(b"\x08isWritablePrimary\x00"),
         _ => false,
     };
     if !worth {
@@ -138,6 +141,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for Rewriting<R> {
                 dst.put_slice(&this.buf[..n]);
                 this.buf.advance(n);
                 this.ready -= n;
+                if this.buf.is_empty() && this.buf.capacity() > 2 * CHUNK {
+                    // A thousand idle connections must not keep a held message's room each.
+                    this.buf = BytesMut::new();
+                }
                 return Poll::Ready(Ok(()));
             }
             if this.frame() {
@@ -151,13 +158,29 @@ impl<R: AsyncRead + Unpin> AsyncRead for Rewriting<R> {
                 }
                 continue;
             }
-            let start = this.buf.len();
-            this.buf.resize(start + CHUNK, 0);
-            let mut rb = ReadBuf::new(&mut this.buf[start..]);
-            let polled = Pin::new(&mut this.inner).poll_read(cx, &mut rb);
-            let n = rb.filled().len();
-            this.buf.truncate(start + n);
-            ready!(polled)?;
+            let room = dst.remaining();
+            if this.buf.is_empty() && room > 0 && (this.unframed || this.passing >= room) {
+                // Bytes that pass as they are, read straight into the caller's buffer.
+                let before = dst.filled().len();
+                ready!(Pin::new(&mut this.inner).poll_read(cx, dst))?;
+                let n = dst.filled().len() - before;
+                this.eof = n == 0;
+                if !this.unframed {
+                    this.passing -= n;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            // Room for the rest of the message being held (its header says how
+            // much, so it is read in few calls), or a chunk.
+            let held = match this.buf.get(..4) {
+                Some(b) => usize::try_from(i32::from_le_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0),
+                None => 0,
+            };
+            let want = held.min(HOLD_MAX).saturating_sub(this.buf.len()).max(CHUNK);
+            if this.buf.capacity() - this.buf.len() < want {
+                this.buf.reserve(want);
+            }
+            let n = ready!(tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.buf))?;
             this.eof = n == 0;
         }
     }

@@ -53,10 +53,17 @@ struct State {
     members: Vec<Arc<Member>>,
     /// The port the next listener tries first (0: any free port).
     next_port: u16,
+    /// `MAX_NAMES` reached (said once).
+    full: bool,
 }
 
 /// How many ports up from the last one a new listener tries before giving up.
 const PORT_TRIES: u16 = 64;
+
+/// A replica set has at most 50 members (MongoDB's limit); names past this many
+/// (members, aliases, failures) are left as the server wrote them, so an upstream
+/// naming endless members cannot exhaust ports and descriptors.
+const MAX_NAMES: usize = 200;
 
 impl Topology {
     /// The topology of a proxy whose first listener is `seed` at `listen`; further
@@ -74,6 +81,7 @@ impl Topology {
             by_name: HashMap::from([(key(seed.upstream.addr()), seed.clone())]),
             members: vec![seed],
             next_port,
+            full: false,
         };
         Topology {
             advertise_host,
@@ -91,6 +99,13 @@ impl Topology {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = state.by_name.get(&key(name)) {
             return Some(m.advertised.clone());
+        }
+        if state.by_name.len() >= MAX_NAMES {
+            if !state.full {
+                state.full = true;
+                tracing::error!("hello replies named more than {MAX_NAMES} members: further names are forwarded unrenamed");
+            }
+            return None;
         }
         if field == "me" {
             // The server's own name for the member this connection reaches.
@@ -215,6 +230,24 @@ mod tests {
         let db2 = t.rename(&seed, "hosts", "db2:1").unwrap();
         let port: u16 = db2.rsplit_once(':').unwrap().1.parse().unwrap();
         assert!(port >= base + 2 && port < base + 2 + PORT_TRIES, "{db2} after {base}");
+    }
+
+    #[test]
+    fn names_past_the_bound_are_left_alone() {
+        let (t, mut rx, seed) = topology(0);
+        for i in 1..MAX_NAMES {
+            assert!(t.rename(&seed, "hosts", &format!("db{i}:1")).is_some());
+        }
+        assert_eq!(t.rename(&seed, "hosts", "one-too-many:1"), None);
+        assert_eq!(
+            t.rename(&seed, "hosts", "db1:1").as_deref().map(|a| a.starts_with("127.0.0.1:")),
+            Some(true)
+        );
+        let mut opened = 0;
+        while rx.try_recv().is_ok() {
+            opened += 1;
+        }
+        assert_eq!(opened, MAX_NAMES - 1);
     }
 
     #[test]

@@ -62,23 +62,33 @@ pub fn is_hello_reply(doc: &Document) -> bool {
     writable && names
 }
 
+/// The fields that hold several addresses; `primary` and `me` hold one.
+const ARRAY_FIELDS: [&str; 3] = ["hosts", "passives", "arbiters"];
+
 /// The document with its address fields renamed, or `None` if none changed (or the
-/// document cannot be walked to its end, which leaves it alone).
+/// document cannot be walked to its end, which leaves it alone: then nothing is
+/// asked of `rename` either).
 fn rename_in(doc: &Document, rename: &mut dyn FnMut(&str, &str) -> Option<String>) -> Option<Document> {
-    let mut out = Vec::with_capacity(doc.len() + 64);
-    out.put_i32_le(0);
-    let mut walked = 4;
-    let mut changed = false;
+    let raw = doc.raw();
+    if !walks_whole(raw) {
+        return None;
+    }
     // `me` first: it says which member this connection reaches, whatever name it
     // was reached by, so the other fields find that member already known.
-    let me = find(doc.raw(), "me").and_then(|e| e.as_str()).and_then(|name| rename("me", name));
-    for e in elements(doc.raw()) {
-        walked += 1 + e.key.len() + 1 + e.value.len();
-        let field = ADDRESS_FIELDS.iter().find(|f| e.key == f.as_bytes());
-        let new_value = match (e.kind, field) {
-            (0x02, Some(&"me")) => me.as_deref().map(string_value),
-            (0x02, Some(f)) => e.as_str().and_then(|name| rename(f, name)).map(|s| string_value(&s)),
-            (0x04, Some(f)) => renamed_array(e.value, &mut |name| rename(f, name)),
+    let me = find(raw, "me").and_then(|e| e.as_str()).and_then(|name| rename("me", name));
+    let mut me_seen = false;
+    let mut out = Vec::with_capacity(doc.len() + 64);
+    out.put_i32_le(0);
+    let mut changed = false;
+    for e in elements(raw) {
+        let array_field = ARRAY_FIELDS.iter().find(|f| e.key == f.as_bytes());
+        let new_value = match (e.kind, e.key, array_field) {
+            (0x02, b"me", _) if !me_seen => {
+                me_seen = true;
+                me.as_deref().map(string_value)
+            }
+            (0x02, b"primary", _) => e.as_str().and_then(|n| rename("primary", n)).map(|s| string_value(&s)),
+            (0x04, _, Some(f)) => renamed_array(e.value, &mut |n| rename(f, n)),
             _ => None,
         };
         out.put_u8(e.kind);
@@ -92,7 +102,7 @@ fn rename_in(doc: &Document, rename: &mut dyn FnMut(&str, &str) -> Option<String
             None => out.put_slice(e.value),
         }
     }
-    if !changed || walked + 1 != doc.len() {
+    if !changed {
         return None;
     }
     out.put_u8(0);
@@ -101,26 +111,40 @@ fn rename_in(doc: &Document, rename: &mut dyn FnMut(&str, &str) -> Option<String
     Document::from_bytes(Bytes::from(out)).ok()
 }
 
-/// An array of address strings with each renamed; `None` if none was (or an element
-/// is not a string: then the array is not ours to touch).
+/// An array of address strings with each renamed, keys and unrenamed values kept
+/// byte for byte; `None` if none was renamed (or an element is not a string, or
+/// the array is malformed: then it is not ours to touch).
 fn renamed_array(value: &[u8], rename: &mut dyn FnMut(&str) -> Option<String>) -> Option<Vec<u8>> {
     let array = bson::RawDocument::from_bytes(value).ok()?;
+    if !walks_whole(array) || elements(array).any(|e| e.as_str().is_none()) {
+        return None;
+    }
     let mut out = Vec::with_capacity(value.len() + 64);
     out.put_i32_le(0);
     let mut changed = false;
-    for (i, e) in elements(array).enumerate() {
-        let name = e.as_str()?;
-        let new = rename(name);
-        changed |= new.is_some();
-        out.put_u8(0x02);
-        out.put_slice(i.to_string().as_bytes());
+    for e in elements(array) {
+        out.put_u8(e.kind);
+        out.put_slice(e.key);
         out.put_u8(0);
-        out.put_slice(&string_value(new.as_deref().unwrap_or(name)));
+        match e.as_str().and_then(&mut *rename) {
+            Some(new) => {
+                out.put_slice(&string_value(&new));
+                changed = true;
+            }
+            None => out.put_slice(e.value),
+        }
     }
     out.put_u8(0);
     let len = out.len() as i32;
     out[0..4].copy_from_slice(&len.to_le_bytes());
     changed.then_some(out)
+}
+
+/// Whether the element walk reaches the document's terminator (a malformed
+/// element stops it short).
+fn walks_whole(doc: &bson::RawDocument) -> bool {
+    let walked: usize = elements(doc).map(|e| 2 + e.key.len() + e.value.len()).sum();
+    4 + walked + 1 == doc.as_bytes().len()
 }
 
 /// A BSON string's value bytes: length (with the NUL), UTF-8, NUL.
@@ -278,5 +302,29 @@ mod tests {
         let odd =
             OpMsg::new(Document::from_doc(&doc! {"ismaster": true, "hosts": [1, "db1.internal:27017"]}));
         assert!(renamed(odd.encode(1, 1)).is_none(), "not an array of addresses");
+        let odd = OpMsg::new(Document::from_doc(&doc! {"ismaster": true, "me": ["db1.internal:27017"]}));
+        assert!(renamed(odd.encode(1, 1)).is_none(), "me is one address");
+    }
+
+    #[test]
+    fn a_malformed_reply_asks_for_no_renaming() {
+        // The last string's length runs past the document: the walk stops short.
+        let mut body = Document::from_doc(&doc! {"ismaster": true, "me": "db1.internal:27017", "z": "tail"})
+            .bytes()
+            .to_vec();
+        let at = body.len() - 10;
+        body[at..at + 4].copy_from_slice(&400i32.to_le_bytes());
+        let mut msg = OpMsg::new(Document::from_doc(&doc! {})).encode(1, 1).to_vec();
+        msg.truncate(msg.len() - 5);
+        msg.extend_from_slice(&body);
+        let len = msg.len() as i32;
+        msg[0..4].copy_from_slice(&len.to_le_bytes());
+        let mut asked = 0;
+        let out = rename_members(&Frame::from_bytes(Bytes::from(msg)).unwrap(), &mut |_, _| {
+            asked += 1;
+            Some("x:1".into())
+        });
+        assert!(!matches!(out, Ok(Some(_))));
+        assert_eq!(asked, 0, "no listener opened for a reply that is not forwarded renamed");
     }
 }
