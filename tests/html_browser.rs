@@ -100,3 +100,36 @@ fn findings_render_with_their_evidence_and_fix_in_a_real_browser() {
     assert!(dom.contains("db.customers.find({\"_id\": {\"$in\": ids}}"), "the fix");
     let _ = std::fs::remove_file(path);
 }
+
+/// The demo's report (`out/before/report.json` of a `./scripts/demo.sh` run: the seven
+/// bad examples, long shapes and eleven findings), kept as this test's input.
+#[test]
+fn the_demo_report_fits_a_laptop_and_a_phone() {
+    let text = std::fs::read_to_string(root().join("tests/fixtures/demo.report.json")).unwrap();
+    let path = std::env::temp_dir().join(format!("mongotap-demo-{}.html", std::process::id()));
+    std::fs::write(&path, html::render(&json::parse(&text).unwrap())).unwrap();
+    let url = format!("file://{}#selftest", path.display());
+    // Laptops: every column in view. A phone (through the DevTools protocol, as headless
+    // windows stay 500 px or wider): the page never scrolls sideways; wide tables
+    // scroll inside their box.
+    for (width, height, mobile) in [(1280, 800, false), (1366, 768, false), (390, 844, true)] {
+        let mut cmd = Command::new("python3");
+        cmd.arg(root().join("tests/browser.py")).arg(&url).arg(width.to_string()).arg(height.to_string());
+        if mobile {
+            cmd.arg("mobile");
+        }
+        let out = cmd.output().unwrap();
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            line.starts_with("selftest: ok"),
+            "{width} px: {line:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!mobile || line.contains("width=390"), "the phone's viewport: {line}");
+        assert!(line.contains("page_overflow=0"), "the page scrolls sideways at {width} px: {line}");
+        if !mobile {
+            assert!(line.contains("tables_scrolled=0"), "a table column is cut off at {width} px: {line}");
+        }
+    }
+    let _ = std::fs::remove_file(path);
+}

@@ -41,7 +41,7 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(s, "<section><h2>Access patterns</h2><p class=\"hint\">Click a column to sort.</p>");
     let _ = writeln!(
         s,
-        "<table id=\"patterns\" class=\"sortable\"><thead><tr>\
+        "<div class=\"wide\"><table id=\"patterns\" class=\"sortable\"><thead><tr>\
 <th data-type=\"num\">#</th><th>Operation</th><th>Namespace</th><th>Shape</th>\
 <th data-type=\"num\">Count</th><th data-type=\"num\">Share</th><th data-type=\"num\">Rate/s</th>\
 <th data-type=\"num\">p50 ms</th><th data-type=\"num\">p95 ms</th><th data-type=\"num\">p99 ms</th>\
@@ -51,7 +51,7 @@ pub fn render(r: &Report) -> String {
     for (i, p) in r.access_patterns.iter().enumerate() {
         row(&mut s, i + 1, p);
     }
-    let _ = writeln!(s, "</tbody></table></section>");
+    let _ = writeln!(s, "</tbody></table></div></section>");
 
     let _ = writeln!(s, "<section><h2>Findings</h2>");
     if r.findings.is_empty() {
@@ -66,7 +66,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(
             s,
             "<article class=\"finding {sev}\"><h3><span class=\"sev\">{sev}</span> {kind} on <code>{ns}</code></h3>\
-{headline}<p>{rec}</p><table class=\"evidence\">{figures}</table>\
+{headline}<p>{rec}</p><div class=\"wide\"><table class=\"evidence\">{figures}</table></div>\
 <details><summary>All evidence (shapes {ids})</summary><pre>{ev}</pre></details>{fix}</article>",
             sev = esc(&f.severity),
             kind = esc(&f.kind),
@@ -83,7 +83,10 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(s, "<section><h2>Read/write mix per collection</h2>{}</section>", mix_svg(r));
 
     if !r.apps.is_empty() {
-        let _ = writeln!(s, "<section><h2>Applications</h2><table><tr><th>App</th><th>Operations</th><th>Namespaces</th></tr>");
+        let _ = writeln!(
+            s,
+            "<section><h2>Applications</h2><div class=\"wide\"><table><tr><th>App</th><th>Operations</th><th>Namespaces</th></tr>"
+        );
         for a in &r.apps {
             let _ = writeln!(
                 s,
@@ -93,7 +96,7 @@ pub fn render(r: &Report) -> String {
                 esc(&a.namespaces.join(", "))
             );
         }
-        let _ = writeln!(s, "</table></section>");
+        let _ = writeln!(s, "</table></div></section>");
     }
     let tr = &r.traffic;
     let _ = writeln!(
@@ -307,9 +310,11 @@ header{border-bottom:1px solid #d0d7de;margin-bottom:8px}h1{margin:16px 0 4px;fo
 h2{font-size:17px;margin:22px 0 8px}.meta,.hint{color:#57606a;margin:4px 0 10px}
 .warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 12px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eaeef2;padding:4px 6px;text-align:left;vertical-align:top}
-th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none;white-space:nowrap}
+th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none}
 th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}details pre{margin:4px 0;max-width:520px;overflow:auto}
+tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere}details pre{margin:4px 0;max-width:min(520px,100%);overflow:auto}
+.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}#patterns td:nth-child(4){min-width:16em}svg{max-width:100%}
+@media (max-width:600px){body{margin:0 8px 24px}h1{font-size:19px}}
 svg.chart rect{fill:#0969da}svg.mix rect.writes{fill:#cf222e}svg.mix rect.reads{fill:#0969da}svg text{font-size:12px;fill:#57606a}
 .finding{border-left:4px solid #d0d7de;padding:4px 12px;margin:8px 0}.finding.high{border-color:#cf222e}.finding.medium{border-color:#bf8700}
 .sev{text-transform:uppercase;font-size:11px;color:#57606a}
@@ -342,7 +347,12 @@ const JS: &str = r#"
     var bars = document.querySelectorAll('svg.chart rect').length;
     var drawn = Array.prototype.filter.call(document.querySelectorAll('svg.chart'), function(s){ var b = s.getBoundingClientRect(); return b.width > 0 && b.height > 0; }).length;
     out.push('rows=' + up.length, 'sorted_up=' + sortedUp, 'sorted_down=' + sortedDown, 'chart_rects=' + bars, 'charts_drawn=' + drawn);
-    var ok = up.length > 1 && sortedUp && sortedDown && bars > 0 && drawn >= 2;
+    // Widths: the page itself never scrolls sideways; a table wider than its box
+    // scrolls inside it (on a phone), and one that does has columns out of sight.
+    var page = document.documentElement, overflow = page.scrollWidth - page.clientWidth;
+    var scrolled = Array.prototype.filter.call(document.querySelectorAll('.wide'), function(w){ return w.scrollWidth > w.clientWidth + 1; }).length;
+    out.push('width=' + page.clientWidth, 'page_overflow=' + overflow, 'tables_scrolled=' + scrolled);
+    var ok = up.length > 1 && sortedUp && sortedDown && bars > 0 && drawn >= 2 && overflow <= 0;
     var el = document.getElementById('selftest'); el.hidden = false; el.textContent = 'selftest: ' + (ok ? 'ok' : 'FAILED') + ' ' + out.join(' ');
   }
 })();
