@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-./scripts/setup.sh
+./scripts/setup.sh python
 t0=$SECONDS
 # The debug build: half the release build's time from a cold cache (96 s against 203 s
 # on two cores), shared with ./scripts/test.sh, and the workloads run at the

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything the demo and the tests need, from the package registries
-# only, and only what is missing: the SecantusDB upstream and the Python clients
-# in ./.venv, the Node driver in tests/node, and tshark/haproxy from Debian.
+# Installs everything the tests need, from the package registries only, and only
+# what is missing: the SecantusDB upstream and the Python clients in ./.venv, the
+# Node driver, Mongoose and mongosh in tests/node, and tshark, haproxy and
+# chromium from Debian. `setup.sh python` installs the first part only (the demo's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +18,8 @@ if [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   .venv/bin/pip install -q --disable-pip-version-check -r "$req"
   cp "$req" "$stamp"
 fi
+
+[ "${1:-}" = python ] && { log "ready (Python part)"; exit 0; }
 
 # Node: the official driver (smoke test), Mongoose and mongosh (scenarios).
 node_missing=0
