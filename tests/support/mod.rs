@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mongotap::proxy::{Proxy, ProxyConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -149,4 +150,54 @@ pub async fn wait_listening(addr: SocketAddr) {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("nothing listens on {addr}");
+}
+
+/// Bytes seen on each relayed connection: [client to server, server to client].
+pub type Recorded = std::sync::Arc<std::sync::Mutex<Vec<[Vec<u8>; 2]>>>;
+
+/// Copies `from` to `to` until end of stream, appending what passed to side `side`
+/// of connection `idx`, then half-closes `to`.
+async fn copy_recording(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    rec: Recorded,
+    idx: usize,
+    side: usize,
+) {
+    let mut buf = vec![0u8; 65536];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        // Recorded as received, even if the other side has gone away.
+        rec.lock().unwrap()[idx][side].extend_from_slice(&buf[..n]);
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// A TCP relay that records every byte in both directions, per connection. It sits
+/// between mongotap and the real upstream so the test can see what mongotap sent.
+pub async fn recording_relay(upstream: String) -> (u16, Recorded) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let rec: Recorded = std::sync::Arc::default();
+    let r = rec.clone();
+    tokio::spawn(async move {
+        while let Ok((down, _)) = listener.accept().await {
+            let up = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+            let idx = {
+                let mut v = r.lock().unwrap();
+                v.push([Vec::new(), Vec::new()]);
+                v.len() - 1
+            };
+            let (dr, dw) = down.into_split();
+            let (ur, uw) = up.into_split();
+            tokio::spawn(copy_recording(dr, uw, r.clone(), idx, 0));
+            tokio::spawn(copy_recording(ur, dw, r.clone(), idx, 1));
+        }
+    });
+    (port, rec)
 }
