@@ -93,6 +93,11 @@ impl Upstream {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Stops the server and waits for it to exit.
     pub fn stop(&mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();

@@ -1,0 +1,179 @@
+//! Faults around the binary: the upstream killed and restarted under load, SIGKILL
+//! while reports are being rewritten, the admin port already taken.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bson::doc;
+use mongodb::Client;
+use support::*;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mongotap-faults-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Mongotap {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Mongotap {
+    async fn start(upstream: &str, args: &[&str], log: &Path) -> Mongotap {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+            .args(["proxy", "--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
+            .args(args)
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_listening(addr).await;
+        Mongotap { child, addr }
+    }
+
+    fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).unwrap().count()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id())).unwrap();
+        statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4
+    }
+
+    fn kill(&mut self, signal: &str) {
+        Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mongotap {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn pings(client: &Client, n: usize) -> (usize, usize) {
+    let (mut ok, mut failed) = (0, 0);
+    for _ in 0..n {
+        match client.database("admin").run_command(doc! {"ping": 1}).await {
+            Ok(_) => ok += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    (ok, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_killed_and_restarted_under_load() {
+    let d = dir("restart");
+    let mut upstream = Upstream::start();
+    let port = upstream.port;
+    let proxy =
+        Mongotap::start(&upstream.addr(), &["--admin", "off", "--no-side-connection"], &d.join("log")).await;
+    let uri = format!("mongodb://{}/?directConnection=true&serverSelectionTimeoutMS=1000", proxy.addr);
+    let client = Client::with_uri_str(&uri).await.unwrap();
+    assert_eq!(pings(&client, 50).await, (50, 0));
+    let (fds_before, rss_before) = (proxy.fds(), proxy.rss_kib());
+
+    // SIGKILL: no goodbye to anyone. Clients see errors; mongotap stays up.
+    Command::new("kill").args(["-KILL", &upstream.pid().to_string()]).status().unwrap();
+    let (_, failed) = pings(&client, 5).await;
+    assert_eq!(failed, 5, "with the upstream gone every request fails");
+    upstream.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut again = restart_on(port);
+
+    // Back: the same client recovers through the same mongotap.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pings(&client, 1).await.0 == 0 {
+        assert!(Instant::now() < deadline, "no recovery within 20 s");
+    }
+    assert_eq!(pings(&client, 50).await, (50, 0));
+    client.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (fds_after, rss_after) = (proxy.fds(), proxy.rss_kib());
+    eprintln!("mongotap: {fds_before} fds, {rss_before} KiB before; {fds_after} fds, {rss_after} KiB after");
+    assert!(fds_after <= fds_before, "descriptors leaked: {fds_before} -> {fds_after}");
+    assert!(rss_after < rss_before + 8 * 1024, "memory: {rss_before} -> {rss_after} KiB");
+    let log = std::fs::read_to_string(d.join("log")).unwrap();
+    assert!(log.contains("cannot reach the upstream"), "the outage is logged:\n{log}");
+    assert!(log.contains("upstream reachable again"), "and the recovery:\n{log}");
+    let _ = again.kill();
+    let _ = again.wait();
+}
+
+/// SecantusDB again on the same port.
+fn restart_on(port: u16) -> Child {
+    let bin = root().join(".venv/bin/secantusd-py");
+    let child = Command::new(bin)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--log-level", "WARNING", "--standalone"])
+        .args(["--storage-path", ":memory:"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "SecantusDB did not come back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_while_reports_are_rewritten_leaves_a_whole_report() {
+    let upstream = Upstream::start();
+    let d = dir("sigkill");
+    let report = d.join("report.json");
+    for round in 0..6 {
+        let args = ["--admin", "off", "--no-side-connection", "--report-interval", "1"];
+        let mut args: Vec<&str> = args.to_vec();
+        let path = report.to_string_lossy().into_owned();
+        args.extend(["--report-json", &path]);
+        let mut proxy = Mongotap::start(&upstream.addr(), &args, &d.join("log")).await;
+        let client = Client::with_uri_str(uri(proxy.addr, "sigkill")).await.unwrap();
+        // Many shapes make each rewrite take a while; kill at a different moment each round.
+        let c = client.database("k").collection::<bson::Document>("c");
+        let until = Instant::now() + Duration::from_millis(1100 + 170 * round);
+        let mut i = 0;
+        while Instant::now() < until {
+            let field = format!("f{}", i % 400);
+            let _ = c.find_one(doc! {field: i}).await;
+            i += 1;
+        }
+        proxy.kill("-KILL");
+        if round > 0 || report.exists() {
+            let text = std::fs::read_to_string(&report).unwrap();
+            let parsed: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("round {round}: the report is not whole JSON after SIGKILL: {e}"));
+            assert!(parsed["totals"]["operations"].as_u64().is_some());
+        }
+    }
+    assert!(report.exists(), "at least one report was written in six runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_port_already_taken_is_said_and_the_proxy_goes_on() {
+    let upstream = Upstream::start();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let admin = taken.local_addr().unwrap().to_string();
+    let d = dir("admin");
+    let proxy =
+        Mongotap::start(&upstream.addr(), &["--admin", &admin, "--no-side-connection"], &d.join("log")).await;
+    let client = Client::with_uri_str(uri(proxy.addr, "admin-taken")).await.unwrap();
+    assert_eq!(pings(&client, 3).await, (3, 0), "the proxy serves without its admin endpoint");
+    let log = std::fs::read_to_string(d.join("log")).unwrap();
+    assert!(
+        log.contains(&format!("admin endpoint not started: cannot listen on {admin}")),
+        "the log says why:\n{log}"
+    );
+    drop(taken);
+}
