@@ -131,8 +131,98 @@ fn normalise(mut m: Message, bytes: &Bytes) -> Message {
     m
 }
 
+/// A hello reply naming 0-4 members among random other fields, as OP_MSG (maybe
+/// checksummed) or OP_REPLY.
+fn hello_reply() -> impl Strategy<Value = (bson::Document, Bytes)> {
+    (
+        prop::collection::vec("[a-z]{1,8}:[0-9]{1,5}", 0..4),
+        prop::collection::vec(("[a-zA-Z]{1,8}", bson_value()), 0..5),
+        0..3u8,
+    )
+        .prop_map(|(hosts, extra, form)| {
+            let mut d = doc! {"isWritablePrimary": true};
+            for (k, v) in extra {
+                if !hello::ADDRESS_FIELDS.contains(&k.as_str()) {
+                    d.insert(k, v);
+                }
+            }
+            if let Some(first) = hosts.first() {
+                d.insert("primary", first.clone());
+                d.insert("me", first.clone());
+            }
+            d.insert("hosts", hosts);
+            let body = Document::from_doc(&d);
+            let bytes = match form {
+                0 => OpMsg::new(body).encode(1, 2),
+                1 => OpMsg {
+                    flags: MsgFlags::CHECKSUM_PRESENT,
+                    sections: vec![Section::Body(body)],
+                    checksum: None,
+                }
+                .encode(1, 2),
+                _ => OpReply {
+                    response_flags: 8,
+                    cursor_id: 0,
+                    starting_from: 0,
+                    number_returned: 1,
+                    documents: vec![body],
+                }
+                .encode(1, 2),
+            };
+            (d, bytes)
+        })
+}
+
+fn renamed_body(bytes: Bytes) -> bson::Document {
+    let m = Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap();
+    match m.op {
+        Op::Msg(m) => m.body().to_document().unwrap(),
+        Op::Reply(r) => r.documents[0].to_document().unwrap(),
+        _ => unreachable!(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn renaming_members_changes_the_addresses_and_nothing_else((original, bytes) in hello_reply()) {
+        let out = hello::rename_members(&Frame::from_bytes(bytes.clone()).unwrap(), &mut |_, name| Some(format!("proxy-{name}")))
+            .unwrap();
+        let hosts = original.get_array("hosts").unwrap().len();
+        prop_assert_eq!(out.is_some(), hosts > 0, "renamed exactly when there is a member");
+        if let Some(out) = out {
+            let mut expected = original.clone();
+            for field in hello::ADDRESS_FIELDS {
+                match expected.get(field).cloned() {
+                    Some(Bson::String(s)) => { expected.insert(field, format!("proxy-{s}")); }
+                    Some(Bson::Array(a)) => {
+                        let renamed: Vec<Bson> = a.iter().map(|h| Bson::String(format!("proxy-{}", h.as_str().unwrap()))).collect();
+                        expected.insert(field, renamed);
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(renamed_body(out), expected);
+        }
+    }
+
+    #[test]
+    fn renaming_mutated_hello_replies_never_panics((_, bytes) in hello_reply(), flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6)) {
+        let mut bytes = bytes.to_vec();
+        for (at, b) in flips {
+            let i = at.index(bytes.len());
+            if i >= 4 { bytes[i] = b; }
+        }
+        if let Ok(frame) = Frame::from_bytes(Bytes::from(bytes)) {
+            if let Ok(Some(out)) = hello::rename_members(&frame, &mut |_, name| Some(format!("{name}-renamed"))) {
+                // What is forwarded instead is a whole message that decodes.
+                let f = Frame::from_bytes(out.clone()).expect("a whole frame");
+                prop_assert_eq!(f.header.message_length as usize, out.len());
+                prop_assert!(Message::decode(&f).is_ok());
+            }
+        }
+    }
 
     #[test]
     fn encode_then_decode_is_identity(m in message()) {
