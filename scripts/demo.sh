@@ -15,7 +15,7 @@ cargo build --quiet --bin mongotap
 echo "[demo] build: $((SECONDS - t0)) s" >&2
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+wait_port() { for _ in $(seq 400); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
 rm -rf out/before out/after
 mkdir -p out/before out/after
 up_port=$(free_port)
@@ -38,9 +38,9 @@ run() { # version (bad|fixed), report directory
     --report-json "$2/report.json" --report-md "$2/report.md" --report-html "$2/report.html" 2>"$2/mongotap.log" &
   proxy_pid=$!
   wait_port "$proxy_port"
-  local i=0 t
+  local i=0
   for e in "${examples[@]}"; do
-    i=$((i + 1)); t=$SECONDS
+    i=$((i + 1))
     printf '[demo] %s %d/%d %-14s ' "$1" "$i" "${#examples[@]}" "$e" >&2
     .venv/bin/python "examples/$e/app.py" "mongodb://127.0.0.1:$proxy_port/?directConnection=true" "$e" "$1" >&2
   done

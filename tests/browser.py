@@ -9,6 +9,7 @@ Standard library only; used by tests/html_browser.rs.
 """
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,9 @@ class Browser:
                     if "error" in reply:
                         raise RuntimeError(f"{method}: {reply['error']}")
                     return reply["result"]
+            ready, _, _ = select.select([self.from_chrome_r], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
             chunk = os.read(self.from_chrome_r, 1 << 16)
             if not chunk:
                 raise RuntimeError("chromium closed the pipe")

@@ -89,7 +89,7 @@ async fn the_upstream_killed_and_restarted_under_load() {
     assert_eq!(failed, 5, "with the upstream gone every request fails");
     upstream.stop();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut again = restart_on(port);
+    let _again = restart_on(port);
 
     // Back: the same client recovers through the same mongotap.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -104,14 +104,22 @@ async fn the_upstream_killed_and_restarted_under_load() {
     assert!(fds_after <= fds_before, "descriptors leaked: {fds_before} -> {fds_after}");
     assert!(rss_after < rss_before + 8 * 1024, "memory: {rss_before} -> {rss_after} KiB");
     let log = std::fs::read_to_string(d.join("log")).unwrap();
-    assert!(log.contains("cannot reach the upstream"), "the outage is logged:\n{log}");
-    assert!(log.contains("upstream reachable again"), "and the recovery:\n{log}");
-    let _ = again.kill();
-    let _ = again.wait();
+    assert_eq!(log.matches("cannot reach the upstream").count(), 1, "the outage is logged once:\n{log}");
+    assert_eq!(log.matches("upstream reachable again").count(), 1, "and the recovery:\n{log}");
+}
+
+/// A server process killed when dropped (a failed assertion included).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// SecantusDB again on the same port.
-fn restart_on(port: u16) -> Child {
+fn restart_on(port: u16) -> Killed {
     let bin = root().join(".venv/bin/secantusd-py");
     let child = Command::new(bin)
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--log-level", "WARNING", "--standalone"])
@@ -125,7 +133,7 @@ fn restart_on(port: u16) -> Child {
         assert!(Instant::now() < deadline, "SecantusDB did not come back");
         std::thread::sleep(Duration::from_millis(50));
     }
-    child
+    Killed(child)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,7 +150,7 @@ async fn sigkill_while_reports_are_rewritten_leaves_a_whole_report() {
         let client = Client::with_uri_str(uri(proxy.addr, "sigkill")).await.unwrap();
         // Many shapes make each rewrite take a while; kill at a different moment each round.
         let c = client.database("k").collection::<bson::Document>("c");
-        let until = Instant::now() + Duration::from_millis(1100 + 170 * round);
+        let until = Instant::now() + Duration::from_millis(1300 + 170 * round);
         let mut i = 0;
         while Instant::now() < until {
             let field = format!("f{}", i % 400);
@@ -150,7 +158,8 @@ async fn sigkill_while_reports_are_rewritten_leaves_a_whole_report() {
             i += 1;
         }
         proxy.kill("-KILL");
-        if round > 0 || report.exists() {
+        // Each round's first rewrite comes after a second: an early kill may find none yet.
+        if report.exists() {
             let text = std::fs::read_to_string(&report).unwrap();
             let parsed: serde_json::Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("round {round}: the report is not whole JSON after SIGKILL: {e}"));

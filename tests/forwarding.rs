@@ -99,13 +99,15 @@ async fn a_stalled_analysis_never_slows_forwarding_and_drops_are_counted_exactly
     // A first client while the analysis keeps up (5 exchanges, one at a time: the
     // 8-event channel never fills), so the table has rows when the hole comes.
     raw_client(addr, 9, 5).await;
-    // Its close too: the upstream closes its side in its own time.
+    // Its close too: the upstream closes its side in its own time; then the
+    // analysis takes the close.
     for _ in 0..200 {
         if proxy.open_connections() == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert_eq!(proxy.open_connections(), 0, "the first client's connection closed");
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Stall the analysis: hold its pipeline lock while the workload runs.
     let pipeline = proxy.analysis().pipeline().clone();

@@ -25,6 +25,7 @@ post_ids = db.posts.insert_many([{"authorId": user_ids[(i * 7) % 30], "title": f
 
 
 def front_page(page):
+    # Pages of 20 that overlap (readers scroll 4 posts at a time).
     posts = list(db.posts.find({}, {"title": 1, "authorId": 1}).sort("_id", -1).skip(page * 4).limit(20))
     if version == "bad":
         for post in posts:

@@ -2,7 +2,8 @@
 
 A customer's order history: their shipped orders, newest first, 10 a page.
 
-bad:   the only index is {createdAt: 1}: each page scans and sorts.
+bad:   the only index is {createdAt: 1}: each page walks it backwards for the sort
+       and checks every order on the way for the customer and the status.
 fixed: the Equality-Sort-Range index for the query, {customerId: 1, status: 1, createdAt: -1}:
        the equality fields first, then the sort field.
 """

@@ -5,7 +5,8 @@ and a dashboard charts each sensor's readings.
 
 bad:   one document per reading (insert_one of {sensorId, ts, value}): many tiny
        documents, each with its own _id, index entries and per-document overhead.
-fixed: the bucket pattern: one document per sensor and hour holding up to 200 readings,
+fixed: the bucket pattern: one document per sensor and hour (60 readings at this rate;
+       the count caps a bucket at 200 should the rate rise),
        update_one({sensorId, hour, count < 200}, {$push, $inc}, upsert=True), with the
        Equality-Sort-Range index that update needs ({sensorId: 1, hour: 1, count: 1}).
 """

@@ -99,8 +99,8 @@ impl<R> Rewriting<R> {
 
 /// The message with its member addresses renamed, if it is a hello reply that names any.
 fn rename(msg: &[u8], r: &Renamer) -> Option<bytes::Bytes> {
-    // Most replies are not hello replies: a quick look for its keys before decoding
-    // (a compressed one is always decoded; servers do not compress hello, but may).
+    // Most replies are not hello replies: a quick look for their keys before
+    // decoding (a compressed one is decoded only when it says it holds a small reply).
     let word =
         |at: usize| msg.get(at..at + 4).map_or(0, |b| i32::from_le_bytes(b.try_into().expect("4 bytes")));
     let has = |key: &[u8]| msg.windows(key.len()).any(|w| w == key);

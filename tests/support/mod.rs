@@ -98,8 +98,11 @@ impl Upstream {
         self.child.id()
     }
 
-    /// Stops the server and waits for it to exit.
+    /// Stops the server and waits for it to exit (nothing, once it has).
     pub fn stop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {

@@ -70,7 +70,7 @@ const ARRAY_FIELDS: [&str; 3] = ["hosts", "passives", "arbiters"];
 /// asked of `rename` either).
 fn rename_in(doc: &Document, rename: &mut dyn FnMut(&str, &str) -> Option<String>) -> Option<Document> {
     let raw = doc.raw();
-    if !walks_whole(raw) {
+    if !walks_whole(raw) || !addresses_well_formed(raw) {
         return None;
     }
     // `me` first: it says which member this connection reaches, whatever name it
@@ -138,6 +138,18 @@ fn renamed_array(value: &[u8], rename: &mut dyn FnMut(&str) -> Option<String>) -
     let len = out.len() as i32;
     out[0..4].copy_from_slice(&len.to_le_bytes());
     changed.then_some(out)
+}
+
+/// Whether every address field holds what it should (a string; an array of
+/// strings): a reply with one odd field is left whole, so nothing is half renamed.
+fn addresses_well_formed(doc: &bson::RawDocument) -> bool {
+    elements(doc).all(|e| match e.key_str() {
+        Some("primary" | "me") => e.as_str().is_some(),
+        Some(k) if ARRAY_FIELDS.contains(&k) => {
+            e.as_array().is_some_and(|a| walks_whole(a) && elements(a).all(|x| x.as_str().is_some()))
+        }
+        _ => true,
+    })
 }
 
 /// Whether the element walk reaches the document's terminator (a malformed
@@ -299,9 +311,10 @@ mod tests {
         let elsewhere =
             OpMsg::new(Document::from_doc(&doc! {"ismaster": true, "me": "other:1", "hosts": ["other:1"]}));
         assert!(renamed(elsewhere.encode(1, 1)).is_none(), "nothing to rename");
-        let odd =
-            OpMsg::new(Document::from_doc(&doc! {"ismaster": true, "hosts": [1, "db1.internal:27017"]}));
-        assert!(renamed(odd.encode(1, 1)).is_none(), "not an array of addresses");
+        let odd = OpMsg::new(Document::from_doc(
+            &doc! {"ismaster": true, "primary": "db1.internal:27017", "hosts": [1, "db1.internal:27017"]},
+        ));
+        assert!(renamed(odd.encode(1, 1)).is_none(), "one odd field: nothing renamed, not even primary");
         let odd = OpMsg::new(Document::from_doc(&doc! {"ismaster": true, "me": ["db1.internal:27017"]}));
         assert!(renamed(odd.encode(1, 1)).is_none(), "me is one address");
     }

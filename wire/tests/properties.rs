@@ -131,7 +131,7 @@ fn normalise(mut m: Message, bytes: &Bytes) -> Message {
     m
 }
 
-/// A hello reply naming 0-4 members among random other fields, as OP_MSG (maybe
+/// A hello reply naming 0-3 members among random other fields, as OP_MSG (maybe
 /// checksummed) or OP_REPLY.
 fn hello_reply() -> impl Strategy<Value = (bson::Document, Bytes)> {
     (
