@@ -120,13 +120,21 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         every.tick().await;
         let stop = shutdown_signal();
         tokio::pin!(stop);
+        // A failing write (a full disk) is said once, and its end once: forwarding goes on.
+        let mut failing = false;
         loop {
             tokio::select! {
                 _ = &mut stop => break,
                 _ = every.tick() => {
                     if outs.any() {
-                        if let Err(e) = outs.write(&report(&proxy)) {
-                            tracing::error!("writing the report failed: {e}");
+                        match outs.write(&report(&proxy)) {
+                            Ok(()) if std::mem::take(&mut failing) => tracing::info!("reports written again"),
+                            Ok(()) => {}
+                            Err(e) if !failing => {
+                                failing = true;
+                                tracing::error!("writing the report failed: {e}; forwarding goes on, the previous report stays, and the write is retried every interval (said again once it works)");
+                            }
+                            Err(_) => {}
                         }
                     }
                 }

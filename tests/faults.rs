@@ -186,3 +186,62 @@ async fn an_admin_port_already_taken_is_said_and_the_proxy_goes_on() {
     );
     drop(taken);
 }
+
+/// A small tmpfs mounted for the test (the test runs as root, as CI does), unmounted
+/// when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
+    let upstream = Upstream::start();
+    let d = dir("full");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "none"]).arg(&mnt).status().unwrap();
+    assert!(mounted.success(), "this test mounts a 256 KiB tmpfs: it needs root (CI runs as root)");
+    let _mnt = Mounted(mnt.clone());
+    let report = mnt.join("report.json");
+    let path = report.to_string_lossy().into_owned();
+    let args = ["--admin", "off", "--no-side-connection", "--report-interval", "1", "--report-json", &path];
+    let proxy = Mongotap::start(&upstream.addr(), &args, &d.join("log")).await;
+    let client = Client::with_uri_str(uri(proxy.addr, "full-disk")).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !report.exists() {
+        assert!(Instant::now() < deadline, "no first report");
+        pings(&client, 1).await;
+    }
+    // Fill the disk to the last byte.
+    let filler = mnt.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[7u8; 4096]).is_ok() {}
+        while f.write_all(&[7u8]).is_ok() {}
+    }
+    // Three more intervals: every write fails, every request is served.
+    let until = Instant::now() + Duration::from_millis(3500);
+    while Instant::now() < until {
+        assert_eq!(pings(&client, 10).await, (10, 0), "forwarding goes on with the disk full");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kept: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let before = kept["totals"]["operations"].as_u64().unwrap();
+    std::fs::remove_file(&filler).unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let now: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(now["totals"]["operations"].as_u64().unwrap() > before, "written again once there is room");
+    let log = std::fs::read_to_string(d.join("log")).unwrap();
+    assert_eq!(log.matches("writing the report failed").count(), 1, "said once:\n{log}");
+    assert_eq!(log.matches("reports written again").count(), 1, "and its end:\n{log}");
+    let leftovers =
+        std::fs::read_dir(&mnt).unwrap().filter(|e| e.as_ref().unwrap().file_name() != "report.json").count();
+    assert_eq!(leftovers, 0, "no half-written temporary file left behind");
+    client.shutdown().await;
+}
