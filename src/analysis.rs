@@ -68,7 +68,7 @@ impl Drop for Analysis {
 /// Runs this thread at the lowest scheduling priority (nice 19): when the machine is
 /// short of CPU, forwarding wins and the analysis falls behind, which the bounded tap
 /// turns into dropped (and counted) events rather than slower traffic.
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and setpriority take no pointers; they affect only this thread.
     unsafe {

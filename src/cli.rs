@@ -22,6 +22,17 @@ pub enum Commands {
     ///
     /// Example: mongotap proxy --listen 127.0.0.1:27018 --upstream 127.0.0.1:27017 --report-md report.md
     Proxy(ProxyArgs),
+    /// The proxy, recording a trace: the same as `proxy --trace PATH`.
+    ///
+    /// Example: mongotap record --listen 127.0.0.1:27018 --upstream 127.0.0.1:27017 --trace staging.mtt
+    Record(ProxyArgs),
+    /// Analyse traffic offline: trace files, pcap/pcapng captures of the MongoDB port,
+    /// or mongod's JSON logs, through the same table and detectors as the proxy.
+    ///
+    /// Example: mongotap analyze staging.mtt --report-json report.json --report-html report.html
+    ///
+    /// Example: tcpdump -i lo -w cap.pcap port 27017; mongotap analyze cap.pcap --report-md report.md
+    Analyze(AnalyzeArgs),
     /// Re-render a saved JSON report, and gate CI on what is new versus a baseline.
     ///
     /// Example: mongotap report out/report.json --report-md out/report.md
@@ -126,6 +137,60 @@ pub struct ProxyArgs {
     /// documents examined in the missing_index evidence. The sampled requests stay in memory.
     #[arg(long, env = "MONGOTAP_EXPLAIN", conflicts_with = "no_side_connection")]
     pub explain: bool,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Record every message of every connection into this trace file (zstd, redacted
+    /// unless --capture-values); `mongotap analyze PATH` reads it back.
+    #[arg(long, env = "MONGOTAP_TRACE", value_name = "PATH")]
+    pub trace: Option<PathBuf>,
+    /// Keep the values in the trace as they were (needed for `mongotap replay`). The
+    /// trace then holds your data: staging only. Auth commands are still dropped.
+    #[arg(long, env = "MONGOTAP_CAPTURE_VALUES", requires = "trace")]
+    pub capture_values: bool,
+    /// Start a new trace file (PATH.1, PATH.2, ...) after this many MB written (0: never).
+    #[arg(
+        long,
+        env = "MONGOTAP_TRACE_ROTATE_MB",
+        default_value_t = 0,
+        value_name = "MB",
+        requires = "trace"
+    )]
+    pub trace_rotate_mb: u64,
+    /// Start a new trace file after this many minutes (0: never).
+    #[arg(
+        long,
+        env = "MONGOTAP_TRACE_ROTATE_MINUTES",
+        default_value_t = 0,
+        value_name = "MINUTES",
+        requires = "trace"
+    )]
+    pub trace_rotate_minutes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// Trace files, pcap/pcapng captures or mongod JSON logs, recognised by their
+    /// content; analysed in the order given, as one stream of traffic.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
+    /// For captures: the server's TCP port (default: found from the traffic, 27017 first).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Put one literal example per shape in the reports (raw traces and captures only).
+    #[arg(long)]
+    pub show_values: bool,
+    /// Distinct shapes kept in the table.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_shapes: usize,
+    /// Show progress on the terminal (default: when stderr is a terminal).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -203,7 +268,7 @@ impl ProxyArgs {
         }
         Ok(mongotap::proxy::ProxyConfig {
             listen: self.listen.clone(),
-            upstream,
+            upstream: upstream.clone(),
             max_connections: self.max_connections.max(1),
             idle_timeout: Duration::from_secs(self.idle_timeout),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
@@ -212,6 +277,15 @@ impl ProxyArgs {
             client_tls,
             upstream_tls,
             rewrite_topology,
+            trace: self.trace.trace.as_ref().map(|path| mongotap_trace::TraceOptions {
+                path: path.clone(),
+                raw: self.trace.capture_values,
+                rotate_bytes: self.trace.trace_rotate_mb * 1024 * 1024,
+                rotate_after: Duration::from_secs(self.trace.trace_rotate_minutes * 60),
+                flush_every: Duration::from_secs(1),
+                // host:port only: a URI may carry credentials.
+                upstream: upstream.clone(),
+            }),
             ..mongotap::proxy::ProxyConfig::default()
         })
     }

@@ -24,6 +24,8 @@ pub mod analysis;
 pub mod config;
 pub mod memory;
 pub mod metrics;
+pub mod offline;
 pub mod output;
 pub mod proxy;
+pub mod recording;
 pub mod side_connection;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use cli::{Cli, Commands, ProxyArgs, ReportArgs};
+use cli::{AnalyzeArgs, Cli, Commands, ProxyArgs, ReportArgs};
 use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
 use mongotap::side_connection::{SideConfig, SideConnection};
@@ -47,6 +47,11 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Commands::Proxy(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
+        Commands::Record(args) if args.trace.trace.is_none() => {
+            Err("record needs --trace PATH: the file to record into".to_string())
+        }
+        Commands::Record(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
+        Commands::Analyze(args) => run_analyze(args, thresholds).map(|()| ExitCode::SUCCESS),
         Commands::Report(args) => run_report(args),
         Commands::Detectors(_) => {
             print!("{}", thresholds.to_toml_comments());
@@ -153,6 +158,40 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         eprint!("{}", summary(&r));
         Ok(())
     })
+}
+
+fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> {
+    let outs = outputs(&args.outputs);
+    let mut pipeline = Pipeline::with_detectors(
+        Limits::default(),
+        TableLimits {
+            max_shapes: args.max_shapes.max(1),
+            show_values: args.show_values,
+            ..TableLimits::default()
+        },
+        Detectors::with_catalog(thresholds, IndexCatalog::shared()),
+    );
+    let opts = mongotap::offline::OfflineOptions {
+        port: args.port,
+        progress: args.progress || std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let inputs = mongotap::offline::analyze(&args.inputs, &mut pipeline, &opts)?;
+    let mut dropped = 0;
+    for i in &inputs {
+        dropped += i.dropped;
+        eprintln!("{}: {}, {} events", i.path.display(), mongotap::offline::kind_name(i.kind), i.events);
+        for n in &i.notes {
+            eprintln!("  {n}");
+        }
+    }
+    let r = Report::build(&pipeline, RunFacts { events_dropped: dropped });
+    if outs.any() {
+        outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
+    } else {
+        print!("{}", mongotap_analyzers::report::markdown::render(&r));
+    }
+    eprint!("{}", summary(&r));
+    Ok(())
 }
 
 fn report(proxy: &Proxy) -> Report {

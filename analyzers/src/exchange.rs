@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use bson::RawDocument;
-use mongotap_wire::{Command, CommandReply, Message, MsgFlags, Op, OpCode, RequestId};
+use mongotap_wire::{Command, CommandReply, Frame, Message, MsgFlags, Op, OpCode, RequestId};
 
 use crate::event::{ConnId, Direction, Micros, TapEvent};
 use crate::operation::{ConnInfo, Operation};
@@ -208,60 +208,76 @@ impl Correlator {
                     s.analysing = false;
                 }
             }
-            TapEvent::Message { conn, dir, at, frame } => {
-                self.count_direction(dir);
-                // A connection opened before a restart of the analysis, or from a
-                // capture that missed the accept: track it from here.
-                if !self.conns.contains_key(&conn) {
-                    if self.conns.len() >= self.limits.max_connections {
-                        self.stats.untracked_messages += 1;
-                        return;
-                    }
-                    let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());
-                    self.conns.insert(conn, ConnState::new(info, at));
-                }
-                let state = self.conns.get_mut(&conn).expect("inserted above");
-                state.last_seen = at;
-                if !state.analysing {
-                    self.stats.skipped_after_error += 1;
-                    return;
-                }
-                let bytes = frame.bytes.len() as u64;
-                // A request may wait for its reply a long time (or forever, if the tap
-                // dropped the reply): it holds its frame, which owns just its own bytes
-                // (the proxy's splitter copies each message out of its read buffer).
-                let message = match Message::decode(&frame) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        self.stats.parse_errors += 1;
-                        self.stats.last_parse_error = Some(format!(
-                            "connection {conn}, {} {}: {e}",
-                            frame.header.op_code.name(),
-                            if dir == Direction::ToServer { "request" } else { "reply" },
-                        ));
-                        state.analysing = false;
-                        state.pending.clear();
-                        return;
-                    }
-                };
-                if let Some(c) = message.compressor {
-                    *self.stats.compressed_messages.entry(c.name().to_owned()).or_default() += 1;
-                }
-                if let Op::Opaque { .. } = message.op {
-                    *self
-                        .stats
-                        .legacy_messages
-                        .entry(message.header.op_code.name().to_owned())
-                        .or_default() += 1;
-                    return;
-                }
-                match dir {
-                    Direction::ToServer => {
-                        Self::on_request(state, &mut self.stats, &self.limits, message, at, bytes, out)
-                    }
-                    Direction::ToClient => Self::on_reply(state, &mut self.stats, message, at, bytes, out),
-                }
+            TapEvent::Message { conn, dir, at, frame } => self.on_message(conn, dir, at, frame, None, out),
+            TapEvent::Recorded { conn, dir, at, frame, wire_len, compressor } => {
+                self.on_message(conn, dir, at, frame, Some((wire_len, compressor)), out)
             }
+        }
+    }
+
+    /// A message; `wire` is what a redacted trace's message was on the wire (its
+    /// length and compressor), which its stored bytes no longer show.
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        dir: Direction,
+        at: Micros,
+        frame: Frame,
+        wire: Option<(u32, Option<mongotap_wire::Compressor>)>,
+        out: &mut dyn FnMut(Operation),
+    ) {
+        self.count_direction(dir);
+        // A connection opened before a restart of the analysis, or from a
+        // capture that missed the accept: track it from here.
+        if !self.conns.contains_key(&conn) {
+            if self.conns.len() >= self.limits.max_connections {
+                self.stats.untracked_messages += 1;
+                return;
+            }
+            let info = Arc::new(ConnInfo { id: conn, ..ConnInfo::default() }.keyed());
+            self.conns.insert(conn, ConnState::new(info, at));
+        }
+        let state = self.conns.get_mut(&conn).expect("inserted above");
+        state.last_seen = at;
+        if !state.analysing {
+            self.stats.skipped_after_error += 1;
+            return;
+        }
+        let bytes = wire.map_or(frame.bytes.len() as u64, |(len, _)| u64::from(len));
+        // A request may wait for its reply a long time (or forever, if the tap
+        // dropped the reply): it holds its frame, which owns just its own bytes
+        // (the proxy's splitter copies each message out of its read buffer).
+        let message = match Message::decode(&frame) {
+            Ok(mut m) => {
+                if let Some((_, compressor)) = wire {
+                    m.compressor = compressor;
+                }
+                m
+            }
+            Err(e) => {
+                self.stats.parse_errors += 1;
+                self.stats.last_parse_error = Some(format!(
+                    "connection {conn}, {} {}: {e}",
+                    frame.header.op_code.name(),
+                    if dir == Direction::ToServer { "request" } else { "reply" },
+                ));
+                state.analysing = false;
+                state.pending.clear();
+                return;
+            }
+        };
+        if let Some(c) = message.compressor {
+            *self.stats.compressed_messages.entry(c.name().to_owned()).or_default() += 1;
+        }
+        if let Op::Opaque { .. } = message.op {
+            *self.stats.legacy_messages.entry(message.header.op_code.name().to_owned()).or_default() += 1;
+            return;
+        }
+        match dir {
+            Direction::ToServer => {
+                Self::on_request(state, &mut self.stats, &self.limits, message, at, bytes, out)
+            }
+            Direction::ToClient => Self::on_reply(state, &mut self.stats, message, at, bytes, out),
         }
     }
 

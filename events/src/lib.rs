@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mongotap_wire::{Frame, MsgHeader, WireError};
+use mongotap_wire::{Compressor, Frame, MsgHeader, WireError};
 
 /// A connection's identity within one run.
 pub type ConnId = u64;
@@ -33,6 +33,17 @@ pub enum TapEvent {
     Opened { conn: ConnId, client: SocketAddr, at: Micros },
     /// A whole message, as it was forwarded.
     Message { conn: ConnId, dir: Direction, at: Micros, frame: Frame },
+    /// A message read back from a redacted trace: its values were replaced and it
+    /// was stored uncompressed, so what it was on the wire (its length and
+    /// compressor) travels beside it for the byte counts.
+    Recorded {
+        conn: ConnId,
+        dir: Direction,
+        at: Micros,
+        frame: Frame,
+        wire_len: u32,
+        compressor: Option<Compressor>,
+    },
     /// A message too large to keep for analysis; it was forwarded, not analysed.
     TooLarge { conn: ConnId, dir: Direction, at: Micros, header: MsgHeader },
     /// The stream could not be framed any more; analysis of this connection stops,
@@ -64,6 +75,7 @@ impl TapEvent {
         match self {
             TapEvent::Opened { at, .. }
             | TapEvent::Message { at, .. }
+            | TapEvent::Recorded { at, .. }
             | TapEvent::TooLarge { at, .. }
             | TapEvent::Unframeable { at, .. }
             | TapEvent::Closed { at, .. }
@@ -76,6 +88,7 @@ impl TapEvent {
         match self {
             TapEvent::Opened { conn, .. }
             | TapEvent::Message { conn, .. }
+            | TapEvent::Recorded { conn, .. }
             | TapEvent::TooLarge { conn, .. }
             | TapEvent::Unframeable { conn, .. }
             | TapEvent::Closed { conn, .. } => Some(*conn),

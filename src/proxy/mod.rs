@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::analysis::Analysis;
+use crate::recording::Recording;
 use tap::Tap;
 use topology::{Member, Topology};
 use upstream::Upstream;
@@ -56,6 +57,8 @@ pub struct ProxyConfig {
     /// Replica-set mode: rename the members in hello replies to mongotap listeners,
     /// one per member, advertised under this host (see [`topology`]).
     pub rewrite_topology: Option<String>,
+    /// Record a trace of every message (see `mongotap_trace`).
+    pub trace: Option<mongotap_trace::TraceOptions>,
 }
 
 impl Default for ProxyConfig {
@@ -73,6 +76,7 @@ impl Default for ProxyConfig {
             client_tls: None,
             upstream_tls: None,
             rewrite_topology: None,
+            trace: None,
         }
     }
 }
@@ -110,6 +114,7 @@ pub struct Proxy {
     stop: watch::Sender<bool>,
     listener: Option<JoinHandle<()>>,
     analysis: Analysis,
+    recording: Option<Recording>,
 }
 
 impl Proxy {
@@ -124,7 +129,17 @@ impl Proxy {
         let listener = TcpListener::bind(&config.listen).await?;
         let local_addr = listener.local_addr()?;
         let clock = Clock::new();
-        let (tap, rx) = Tap::new(config.tap_capacity, config.tap_bytes, clock);
+        let (mut tap, rx) = Tap::new(config.tap_capacity, config.tap_bytes, clock);
+        let recording = match &config.trace {
+            Some(opts) => {
+                let writer = mongotap_trace::TraceWriter::create(opts.clone(), clock.now())
+                    .map_err(std::io::Error::other)?;
+                let (trace_tap, trace_rx) = Tap::new(config.tap_capacity, config.tap_bytes, clock);
+                tap = tap.also_to(trace_tap);
+                Some(Recording::spawn(trace_rx, writer, clock))
+            }
+            None => None,
+        };
         let analysis = Analysis::spawn(rx, pipeline, clock);
         let upstream =
             Upstream::new(config.upstream.clone(), config.connect_timeout, config.upstream_tls.clone());
@@ -161,7 +176,7 @@ impl Proxy {
                 local_addr.port().saturating_add(1)
             );
         }
-        Ok(Proxy { local_addr, shared, stop, listener: Some(task), analysis })
+        Ok(Proxy { local_addr, shared, stop, listener: Some(task), analysis, recording })
     }
 
     /// The address clients connect to.
@@ -179,14 +194,32 @@ impl Proxy {
         &self.analysis
     }
 
+    /// The trace being written, if any.
+    pub fn recording(&self) -> Option<&Recording> {
+        self.recording.as_ref()
+    }
+
     /// Stops accepting, lets open connections finish within the grace period, closes
-    /// the rest, then drains the analysis. Returns the pipeline for the final report.
+    /// the rest, then drains the analysis and closes the trace. Returns the pipeline
+    /// for the final report.
     pub async fn shutdown(mut self) -> Analysis {
         let _ = self.stop.send(true);
         if let Some(t) = self.listener.take() {
             let _ = t.await;
         }
         self.analysis.stop();
+        if let Some(mut r) = self.recording.take() {
+            r.stop();
+            let s = r.stats();
+            let dropped = self.shared.tap.also().map_or(0, Tap::dropped);
+            tracing::info!(
+                records = s.records,
+                dropped,
+                not_redacted = s.not_redacted,
+                "trace: {} records written, {dropped} dropped",
+                s.records
+            );
+        }
         self.analysis
     }
 

@@ -44,6 +44,9 @@ pub struct Tap {
     budget: u64,
     offered: AtomicU64,
     loss: Arc<Loss>,
+    /// The trace's own tap, offered every event too: a slow disk drops (and counts)
+    /// trace records, never analysis events, and never waits.
+    also: Option<Box<Tap>>,
 }
 
 /// Drops, counted and charged to their connections until a gap announces them.
@@ -124,14 +127,35 @@ impl Tap {
         let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
         let queued = Arc::new(AtomicU64::new(0));
         let loss = Arc::new(Loss::default());
-        let tap =
-            Tap { tx, clock, queued: queued.clone(), budget, offered: AtomicU64::new(0), loss: loss.clone() };
+        let tap = Tap {
+            tx,
+            clock,
+            queued: queued.clone(),
+            budget,
+            offered: AtomicU64::new(0),
+            loss: loss.clone(),
+            also: None,
+        };
         (tap, TapReceiver { rx, queued, loss })
+    }
+
+    /// Offers every event to `other` as well (the trace's tap).
+    pub fn also_to(mut self, other: Tap) -> Tap {
+        self.also = Some(Box::new(other));
+        self
+    }
+
+    /// The second tap, if there is one.
+    pub fn also(&self) -> Option<&Tap> {
+        self.also.as_deref()
     }
 
     /// Offers an event; drops and counts it if the analysis is behind or gone.
     /// Returns whether it got through.
     pub fn send(&self, ev: TapEvent) -> bool {
+        if let Some(t) = &self.also {
+            t.send(ev.clone());
+        }
         match &ev {
             TapEvent::Message { frame, .. } if frame.bytes.len() > HELD_ABOVE => {
                 if !self.reserve(frame.bytes.len() as u64) {
@@ -163,6 +187,9 @@ impl Tap {
     /// Offers the message a reservation was made for (its bytes are already
     /// counted); the reservation now goes with the message's bytes.
     pub fn send_reserved(&self, ev: TapEvent) -> bool {
+        if let Some(t) = &self.also {
+            t.send(ev.clone());
+        }
         let ev = match ev {
             TapEvent::Message { conn, dir, at, frame } => {
                 let len = frame.bytes.len() as u64;
@@ -210,6 +237,9 @@ impl Tap {
 
     /// A message of `conn` was passed over for want of room: offered and dropped.
     pub fn drop_one(&self, conn: ConnId) {
+        if let Some(t) = &self.also {
+            t.drop_one(conn);
+        }
         self.offered.fetch_add(1, Ordering::Relaxed);
         self.loss.lose(Some(conn), false);
     }

@@ -33,6 +33,8 @@ pub enum WireError {
     NestedCompression,
     /// The bytes handed to a decoder were not one whole message.
     FrameMismatch { declared: usize, available: usize },
+    /// A failure read back from a trace file, as it was written then.
+    Recorded(String),
 }
 
 impl fmt::Display for WireError {
@@ -70,6 +72,7 @@ impl fmt::Display for WireError {
             FrameMismatch { declared, available } => {
                 write!(f, "frame declares {declared} bytes but {available} were given")
             }
+            Recorded(reason) => f.write_str(reason),
         }
     }
 }

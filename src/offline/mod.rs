@@ -1,0 +1,208 @@
+//! Offline analysis: traffic that was captured elsewhere, fed through the very
+//! pipeline the proxy feeds. Each input is recognised by its first bytes: a trace
+//! file (zstd), a pcap or pcapng capture, or mongod's JSON log.
+
+pub mod pcap;
+pub mod tcp;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_events::{Micros, TapEvent};
+
+/// What an input is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// A mongotap trace file.
+    Trace,
+    /// A pcap or pcapng capture.
+    Capture,
+    /// mongod's structured JSON log (4.4+).
+    MongodLog,
+}
+
+impl InputKind {
+    /// Recognises an input by its first bytes.
+    pub fn of(head: &[u8]) -> Option<InputKind> {
+        if mongotap_trace::looks_like_trace(head) {
+            return Some(InputKind::Trace);
+        }
+        if pcap::looks_like_capture(head) {
+            return Some(InputKind::Capture);
+        }
+        let text = head.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &head[i..]);
+        if text.is_some_and(|t| t.starts_with(b"{")) {
+            return Some(InputKind::MongodLog);
+        }
+        None
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            InputKind::Trace => "trace",
+            InputKind::Capture => "capture",
+            InputKind::MongodLog => "mongod log",
+        }
+    }
+}
+
+/// How inputs are read.
+#[derive(Debug, Clone, Default)]
+pub struct OfflineOptions {
+    /// Captures: the server's port, when it cannot be told from the traffic.
+    pub port: Option<u16>,
+    /// Print progress to stderr.
+    pub progress: bool,
+}
+
+/// What one input gave.
+#[derive(Debug, Clone)]
+pub struct InputSummary {
+    /// The file.
+    pub path: PathBuf,
+    /// What it was.
+    pub kind: InputKind,
+    /// Events fed to the pipeline.
+    pub events: u64,
+    /// Events the recording proxy had dropped (its gaps), for the report's totals.
+    pub dropped: u64,
+    /// What the reader has to say: a truncated tail, segments missing, lines skipped.
+    pub notes: Vec<String>,
+}
+
+/// Feeds every input, in order, into `pipeline`.
+pub fn analyze(
+    inputs: &[PathBuf],
+    pipeline: &mut Pipeline,
+    opts: &OfflineOptions,
+) -> Result<Vec<InputSummary>, String> {
+    let mut feeder = Feeder { pipeline, last_expire: None, events: 0, dropped: 0 };
+    let mut out = Vec::new();
+    for path in inputs {
+        let kind = kind_of(path)?;
+        let (before_events, before_dropped) = (feeder.events, feeder.dropped);
+        let notes = match kind {
+            InputKind::Trace => read_trace(path, &mut feeder, opts)?,
+            InputKind::Capture => pcap::read(path, &mut |ev| feeder.feed(ev), opts)?,
+            InputKind::MongodLog => read_log(path, &mut feeder)?,
+        };
+        out.push(InputSummary {
+            path: path.clone(),
+            kind,
+            events: feeder.events - before_events,
+            dropped: feeder.dropped - before_dropped,
+            notes,
+        });
+    }
+    Ok(out)
+}
+
+/// Feeds events as the live analysis thread does, expiring by the events' own time
+/// (the live thread expires once a second).
+struct Feeder<'a> {
+    pipeline: &'a mut Pipeline,
+    last_expire: Option<Micros>,
+    events: u64,
+    dropped: u64,
+}
+
+impl Feeder<'_> {
+    fn feed(&mut self, ev: TapEvent) {
+        let at = ev.at();
+        if let TapEvent::Gap { dropped, .. } = &ev {
+            self.dropped += dropped;
+        }
+        self.events += 1;
+        self.pipeline.feed(ev);
+        let last = *self.last_expire.get_or_insert(at);
+        if at.saturating_sub(last) > 1_000_000 {
+            self.pipeline.expire(at);
+            self.last_expire = Some(at);
+        }
+    }
+}
+
+fn kind_of(path: &Path) -> Result<InputKind, String> {
+    let mut head = [0u8; 64];
+    let mut f = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut n = 0;
+    while n < head.len() {
+        match f.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        }
+    }
+    InputKind::of(&head[..n]).ok_or_else(|| {
+        format!(
+            "{}: not a mongotap trace, a pcap/pcapng capture or a mongod JSON log (its first bytes are {:02x?})",
+            path.display(),
+            &head[..n.min(8)]
+        )
+    })
+}
+
+fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
+    let mut r = mongotap_trace::TraceReader::open(path)?;
+    let h = r.header().clone();
+    let mut notes = vec![format!(
+        "trace of {} ({}), part {}, started {}",
+        h.upstream,
+        h.redaction,
+        h.part,
+        mongotap_analyzers::report::rfc3339(h.started_at)
+    )];
+    let mut progress = Progress::new(path, opts.progress);
+    while let Some(ev) = r.next_event() {
+        feeder.feed(ev);
+        progress.tick(feeder.events);
+    }
+    progress.done(feeder.events);
+    if let Some(t) = r.truncated() {
+        notes.push(format!("{}: {t}; everything before it was read", path.display()));
+    }
+    Ok(notes)
+}
+
+fn read_log(path: &Path, feeder: &mut Feeder<'_>) -> Result<Vec<String>, String> {
+    let _ = (path, feeder);
+    Err(format!("{}: mongod logs are not read yet", path.display()))
+}
+
+/// A line on stderr every second or so, on a terminal.
+pub struct Progress {
+    on: bool,
+    name: String,
+    started: std::time::Instant,
+    last: std::time::Instant,
+}
+
+impl Progress {
+    /// Progress for `path`, shown when `on`.
+    pub fn new(path: &Path, on: bool) -> Progress {
+        let now = std::time::Instant::now();
+        Progress { on, name: path.display().to_string(), started: now, last: now }
+    }
+
+    /// Called often; prints at most twice a second.
+    pub fn tick(&mut self, events: u64) {
+        if self.on && events % 4096 == 0 && self.last.elapsed().as_millis() >= 500 {
+            self.last = std::time::Instant::now();
+            let rate = events as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+            eprint!("\r{}: {events} events, {rate:.0}/s ", self.name);
+        }
+    }
+
+    /// The last line.
+    pub fn done(&mut self, events: u64) {
+        if self.on {
+            eprintln!("\r{}: {events} events in {:.1} s   ", self.name, self.started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// The name of an input's kind, for messages.
+pub fn kind_name(k: InputKind) -> &'static str {
+    k.name()
+}

@@ -1,0 +1,219 @@
+//! pcap and pcapng captures (tcpdump, dumpcap, Wireshark) of MongoDB traffic: the
+//! file format is read by the `pcap-file` crate; the link, IP and TCP headers here;
+//! the byte streams are put back together by [`super::tcp`].
+
+use std::fs::File;
+use std::io::BufReader;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+
+use mongotap_events::TapEvent;
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
+
+use super::tcp::{Reassembler, Segment};
+use super::{OfflineOptions, Progress};
+
+/// pcap's magic numbers (micro- and nanosecond, either byte order) and pcapng's
+/// section header block type.
+pub fn looks_like_capture(head: &[u8]) -> bool {
+    matches!(
+        head.get(..4),
+        Some(
+            [0xd4, 0xc3, 0xb2, 0xa1]
+                | [0xa1, 0xb2, 0xc3, 0xd4]
+                | [0x4d, 0x3c, 0xb2, 0xa1]
+                | [0xa1, 0xb2, 0x3c, 0x4d]
+        ) | Some([0x0a, 0x0d, 0x0d, 0x0a])
+    )
+}
+
+/// Reads a capture and hands its MongoDB messages to `emit` as tap events.
+pub fn read(
+    path: &Path,
+    emit: &mut dyn FnMut(TapEvent),
+    opts: &OfflineOptions,
+) -> Result<Vec<String>, String> {
+    let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut head = [0u8; 4];
+    {
+        use std::io::Read;
+        let mut f = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+        f.read_exact(&mut head).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    }
+    let input = BufReader::with_capacity(1 << 20, file);
+    let mut tcp = Reassembler::new(opts.port);
+    let mut packets = 0u64;
+    let mut not_tcp = 0u64;
+    let mut progress = Progress::new(path, opts.progress);
+    let mut on_packet = |link: DataLink, ts: std::time::Duration, data: &[u8], tcp: &mut Reassembler| {
+        packets += 1;
+        progress.tick(packets);
+        match parse(link, data) {
+            Some(seg) => tcp.segment(ts.as_micros() as u64, seg, emit),
+            None => not_tcp += 1,
+        }
+    };
+    let mut error = None;
+    if head == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let mut r = PcapNgReader::new(input).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The link types and timestamp units of this section's interfaces, by id.
+        let mut links: Vec<DataLink> = Vec::new();
+        let mut units: Vec<u8> = Vec::new();
+        while let Some(block) = r.next_block() {
+            match block {
+                Ok(Block::SectionHeader(_)) => {
+                    links.clear();
+                    units.clear();
+                }
+                Ok(Block::InterfaceDescription(i)) => {
+                    links.push(i.linktype);
+                    let resol = i.options.iter().find_map(|o| match o {
+                        pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
+                        _ => None,
+                    });
+                    units.push(resol.unwrap_or(6));
+                }
+                Ok(Block::EnhancedPacket(p)) => {
+                    let id = p.interface_id as usize;
+                    let link = links.get(id).copied().unwrap_or(DataLink::ETHERNET);
+                    // The crate hands over the raw count as nanoseconds; its unit is
+                    // the interface's if_tsresol (microseconds when absent).
+                    let ts = timestamp(p.timestamp.as_nanos() as u64, units.get(id).copied().unwrap_or(6));
+                    on_packet(link, ts, &p.data, &mut tcp);
+                }
+                Ok(Block::SimplePacket(p)) => {
+                    let link = links.first().copied().unwrap_or(DataLink::ETHERNET);
+                    on_packet(link, std::time::Duration::ZERO, &p.data, &mut tcp);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    } else {
+        let mut r = PcapReader::new(input).map_err(|e| format!("{}: {e}", path.display()))?;
+        let link = r.header().datalink;
+        while let Some(p) = r.next_packet() {
+            match p {
+                Ok(p) => on_packet(link, p.timestamp, &p.data, &mut tcp),
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+    }
+    progress.done(packets);
+    tcp.finish(emit);
+    let s = tcp.stats();
+    let mut notes = vec![format!(
+        "{packets} packets, {} TCP segments with data on {} connections; {} messages",
+        s.segments, s.connections, s.messages
+    )];
+    if not_tcp > 0 {
+        notes.push(format!(
+            "{not_tcp} packets were not TCP over IPv4/IPv6 (or were IP fragments) and were skipped"
+        ));
+    }
+    if s.retransmitted_bytes > 0 {
+        notes.push(format!("{} bytes retransmitted or overlapping were read once", s.retransmitted_bytes));
+    }
+    if s.missing_bytes > 0 || s.skipped_bytes > 0 {
+        notes.push(format!(
+            "{} bytes were missing from the capture ({} holes) and {} bytes around them skipped until the next whole message",
+            s.missing_bytes, s.holes, s.skipped_bytes
+        ));
+    }
+    if s.mid_stream > 0 {
+        notes.push(format!(
+            "{} connections had started before the capture and were picked up at their next message",
+            s.mid_stream
+        ));
+    }
+    if let Some(e) = error {
+        notes.push(format!(
+            "{}: the capture ends with an unreadable block ({e}); everything before it was read",
+            path.display()
+        ));
+    }
+    Ok(notes)
+}
+
+/// A pcapng timestamp of `raw` units of `resol` (if_tsresol: 10^-n seconds, or
+/// 2^-n with the top bit set).
+fn timestamp(raw: u64, resol: u8) -> std::time::Duration {
+    let per_second: f64 =
+        if resol & 0x80 == 0 { 10f64.powi(i32::from(resol)) } else { 2f64.powi(i32::from(resol & 0x7f)) };
+    std::time::Duration::from_secs_f64(raw as f64 / per_second)
+}
+
+/// The TCP segment in a link-layer frame, if it is one.
+fn parse(link: DataLink, data: &[u8]) -> Option<Segment<'_>> {
+    let ip = match link {
+        DataLink::ETHERNET => {
+            let mut at = 12;
+            let mut ethertype = u16::from_be_bytes([*data.get(at)?, *data.get(at + 1)?]);
+            // 802.1Q / QinQ tags.
+            while ethertype == 0x8100 || ethertype == 0x88a8 {
+                at += 4;
+                ethertype = u16::from_be_bytes([*data.get(at)?, *data.get(at + 1)?]);
+            }
+            match ethertype {
+                0x0800 | 0x86dd => data.get(at + 2..)?,
+                _ => return None,
+            }
+        }
+        DataLink::LINUX_SLL => data.get(16..)?,
+        DataLink::LINUX_SLL2 => data.get(20..)?,
+        DataLink::NULL | DataLink::LOOP => data.get(4..)?,
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => data,
+        _ => return None,
+    };
+    match ip.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+            let frag = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
+            if ip.get(9) != Some(&6) || frag & 0x3fff != 0 || ihl < 20 {
+                return None;
+            }
+            let src = IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]));
+            let dst = IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+            // The IP length trims the Ethernet padding of short frames.
+            tcp(src, dst, ip.get(ihl..total.min(ip.len()))?)
+        }
+        6 => {
+            if ip.get(6) != Some(&6) {
+                return None;
+            }
+            let len = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
+            let octets = |at: usize| -> Option<[u8; 16]> { ip.get(at..at + 16)?.try_into().ok() };
+            let src = IpAddr::V6(Ipv6Addr::from(octets(8)?));
+            let dst = IpAddr::V6(Ipv6Addr::from(octets(24)?));
+            tcp(src, dst, ip.get(40..(40 + len).min(ip.len()))?)
+        }
+        _ => None,
+    }
+}
+
+fn tcp(src: IpAddr, dst: IpAddr, t: &[u8]) -> Option<Segment<'_>> {
+    let sport = u16::from_be_bytes([*t.first()?, *t.get(1)?]);
+    let dport = u16::from_be_bytes([*t.get(2)?, *t.get(3)?]);
+    let seq = u32::from_be_bytes(t.get(4..8)?.try_into().ok()?);
+    let offset = usize::from(t.get(12)? >> 4) * 4;
+    let flags = *t.get(13)?;
+    Some(Segment {
+        src: SocketAddr::new(src, sport),
+        dst: SocketAddr::new(dst, dport),
+        seq,
+        syn: flags & 0x02 != 0,
+        ack: flags & 0x10 != 0,
+        fin: flags & 0x01 != 0,
+        rst: flags & 0x04 != 0,
+        payload: t.get(offset..)?,
+    })
+}

@@ -1,0 +1,958 @@
+//! Redaction: a message as a trace keeps it by default. Literal values are replaced
+//! by values of the same BSON type and size drawn from a keyed hash under a secret
+//! drawn per trace (HMAC-SHA-256, never written anywhere), so a re-analysis sees the
+//! same structure, field names, types, sizes and shapes, and equal values stay
+//! equal (N+1 links, repeated queries, rewrite diffs); what a value was cannot be
+//! told back. Numbers hash by their numeric value, so `5`, `5i64` and `5.0` stay
+//! equal, as the server compares them.
+//!
+//! What is a literal is decided deny-by-default: in a request, every top-level
+//! field not in [`KEEP`] (names, options, sort and projection specs, session and
+//! cluster fields) is data; in a reply, everything but [`REPLY_KEEP`], cursor ids
+//! and namespaces, and the replies of the handshake and the catalog commands. Inside
+//! data, keys are kept (they are field names) and so are operator arguments that
+//! are not values (`$slice`, `$exists`, `$type`, ...), booleans and nulls. In
+//! aggregation expressions, `$field` paths and numbers are kept too.
+//!
+//! Auth commands keep their name and database only, and their replies `ok` and the
+//! error code; a hello that carries `speculativeAuthenticate` keeps everything
+//! else (the client metadata names the application), with that field emptied.
+//!
+//! The bytes are changed in place, so lengths never move; an OP_COMPRESSED message
+//! is inflated first (the trace stores what it was on the wire beside it). A message
+//! whose BSON does not walk cleanly is not kept at all.
+
+use std::collections::HashMap;
+
+use bson::RawDocument;
+use mongotap_events::{ConnId, Direction};
+use mongotap_wire::{Command, Frame, Message, MsgFlags, MsgHeader, OpCode, OpCompressed, OpMsg, HEADER_LEN};
+use ring::hmac;
+
+/// Request fields whose values are names, options or specs, never user data.
+const KEEP: &[&str] = &[
+    "$db",
+    "lsid",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "$clusterTime",
+    "$readPreference",
+    "readConcern",
+    "writeConcern",
+    "maxTimeMS",
+    "batchSize",
+    "limit",
+    "skip",
+    "singleBatch",
+    "sort",
+    "projection",
+    "fields",
+    "hint",
+    "collation",
+    "ordered",
+    "bypassDocumentValidation",
+    "new",
+    "upsert",
+    "remove",
+    "multi",
+    "cursor",
+    "collection",
+    "key",
+    "allowDiskUse",
+    "verbosity",
+    "nameOnly",
+    "authorizedCollections",
+    "indexes",
+    "index",
+    "client",
+    "compression",
+    "helloOk",
+    "topologyVersion",
+    "maxAwaitTimeMS",
+    "loadBalanced",
+    "awaitData",
+    "tailable",
+    "noCursorTimeout",
+    "returnKey",
+    "showRecordId",
+    "allowPartialResults",
+    "nsInfo",
+    "errorsOnly",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+    "$orderby",
+    "$hint",
+    "$explain",
+    "$snapshot",
+    "$maxTimeMS",
+    "$comment",
+];
+
+/// Reply fields that are counts, codes and cluster facts.
+const REPLY_KEEP: &[&str] = &[
+    "ok",
+    "n",
+    "nModified",
+    "nMatched",
+    "nUpserted",
+    "nInserted",
+    "nDeleted",
+    "nErrors",
+    "code",
+    "codeName",
+    "errorLabels",
+    "$clusterTime",
+    "operationTime",
+    "electionId",
+    "opTime",
+    "cursorsKilled",
+    "cursorsNotFound",
+    "cursorsAlive",
+    "cursorsUnknown",
+    "writeConcernError",
+    "topologyVersion",
+    "lastErrorObject",
+];
+
+/// Operator arguments inside data that are not values.
+const ARGUMENT_KEEP: &[&str] =
+    &["$slice", "$position", "$sort", "$exists", "$type", "$options", "$meta", "$natural", "$caseSensitive"];
+
+/// Nesting walked; deeper messages are not kept (the server's own limit is 100).
+const MAX_DEPTH: usize = 180;
+
+/// How the values under a key are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Left as they are.
+    Keep,
+    /// User data: literals hashed, keys and operator arguments kept.
+    Data,
+    /// Aggregation expressions: `$` paths and numbers kept, other literals hashed.
+    Expr,
+    /// A `$regex` pattern: hashed, an anchor kept.
+    Pattern,
+    /// An aggregation pipeline (an array of stages).
+    Pipeline,
+    /// A request body's top level.
+    Command,
+    /// The statements of `updates`, `deletes` and bulkWrite's `ops`.
+    Statements,
+    /// A reply's top level.
+    Reply,
+    /// A reply's `cursor`.
+    Cursor,
+    /// A reply's `writeErrors`.
+    WriteErrors,
+}
+
+/// A message as the trace keeps it.
+#[derive(Debug)]
+pub enum Redacted {
+    /// The message, values replaced, uncompressed.
+    Kept(Vec<u8>),
+    /// Not kept: the reason (its BSON did not walk, or its opcode is a legacy one
+    /// whose layout is not redacted).
+    Dropped(String),
+}
+
+/// Redacts the messages of one trace under one secret.
+pub struct Redactor {
+    key: hmac::Key,
+    /// Per connection, the request ids of sensitive requests awaiting their replies.
+    sensitive: HashMap<ConnId, Vec<i32>>,
+}
+
+/// Sensitive requests remembered per connection (a driver has one in flight).
+const MAX_SENSITIVE_PENDING: usize = 16;
+
+impl Redactor {
+    /// A redactor under a fresh random secret.
+    pub fn new() -> Result<Redactor, String> {
+        use ring::rand::SecureRandom;
+        let mut secret = [0u8; 32];
+        ring::rand::SystemRandom::new().fill(&mut secret).map_err(|_| "no system randomness".to_string())?;
+        Ok(Redactor::with_secret(&secret))
+    }
+
+    /// A redactor under a given secret (tests).
+    pub fn with_secret(secret: &[u8]) -> Redactor {
+        Redactor { key: hmac::Key::new(hmac::HMAC_SHA256, secret), sensitive: HashMap::new() }
+    }
+
+    /// Forgets a connection.
+    pub fn closed(&mut self, conn: ConnId) {
+        self.sensitive.remove(&conn);
+    }
+
+    /// The message as the trace keeps it.
+    pub fn message(&mut self, conn: ConnId, dir: Direction, frame: &Frame) -> Redacted {
+        let plain = match frame.header.op_code {
+            OpCode::Compressed => match OpCompressed::decode(&frame.bytes).and_then(|c| c.decompress()) {
+                Ok(b) => b.to_vec(),
+                Err(e) => return Redacted::Dropped(e.to_string()),
+            },
+            _ => frame.bytes.to_vec(),
+        };
+        let Some(header) = MsgHeader::peek(&plain) else {
+            return Redacted::Dropped("no header".into());
+        };
+        match dir {
+            Direction::ToServer => self.request(conn, header, plain),
+            Direction::ToClient => self.reply(conn, header, plain),
+        }
+    }
+
+    fn request(&mut self, conn: ConnId, header: MsgHeader, mut plain: Vec<u8>) -> Redacted {
+        let decoded = Frame::from_bytes(bytes::Bytes::copy_from_slice(&plain))
+            .and_then(|f| Message::decode(&f))
+            .map_err(|e| e.to_string());
+        let message = match decoded {
+            Ok(m) => m,
+            Err(e) => return Redacted::Dropped(e),
+        };
+        if let Some(c) = Command::from_message(&message) {
+            if c.is_sensitive() {
+                let ids = self.sensitive.entry(conn).or_default();
+                if ids.len() >= MAX_SENSITIVE_PENDING {
+                    ids.remove(0);
+                }
+                ids.push(header.request_id);
+                return sensitive_request(&c, &message, header);
+            }
+        }
+        match self.walk_message(&mut plain, header, true) {
+            Ok(()) => Redacted::Kept(plain),
+            Err(e) => Redacted::Dropped(e),
+        }
+    }
+
+    fn reply(&mut self, conn: ConnId, header: MsgHeader, mut plain: Vec<u8>) -> Redacted {
+        if let Some(ids) = self.sensitive.get_mut(&conn) {
+            if let Some(i) = ids.iter().position(|&id| id == header.response_to) {
+                ids.remove(i);
+                return sensitive_reply(&plain, header);
+            }
+        }
+        match self.walk_message(&mut plain, header, false) {
+            Ok(()) => Redacted::Kept(plain),
+            Err(e) => Redacted::Dropped(e),
+        }
+    }
+
+    /// Redacts every document of an OP_MSG, OP_QUERY or OP_REPLY in place.
+    fn walk_message(&self, m: &mut [u8], header: MsgHeader, request: bool) -> Result<(), String> {
+        let top = if request { Mode::Command } else { Mode::Reply };
+        let mut at = HEADER_LEN;
+        match header.op_code {
+            OpCode::Msg => {
+                let flags = MsgFlags(u32_at(m, at)?);
+                at += 4;
+                let end = if flags.contains(MsgFlags::CHECKSUM_PRESENT) { m.len() - 4 } else { m.len() };
+                while at < end {
+                    let kind = m[at];
+                    at += 1;
+                    match kind {
+                        0 => {
+                            let len = doc_len(m, at)?;
+                            self.document(m, at, top, 0)?;
+                            at += len;
+                        }
+                        1 => {
+                            let size = i32_at(m, at)? as usize;
+                            let stop =
+                                at.checked_add(size).filter(|&s| s <= end).ok_or("sequence overruns")?;
+                            let name_end = cstring_end(m, at + 4)?;
+                            let mode = sequence_mode(&m[at + 4..name_end], request);
+                            let mut d = name_end + 1;
+                            while d < stop {
+                                let len = doc_len(m, d)?;
+                                self.document(m, d, mode, 1)?;
+                                d += len;
+                            }
+                            at = stop;
+                        }
+                        k => return Err(format!("section kind {k}")),
+                    }
+                }
+                if flags.contains(MsgFlags::CHECKSUM_PRESENT) {
+                    let crc = crc32c::crc32c(&m[..end]);
+                    m[end..].copy_from_slice(&crc.to_le_bytes());
+                }
+                Ok(())
+            }
+            OpCode::Query if request => {
+                at += 4;
+                let name_end = cstring_end(m, at)?;
+                let is_command = m[at..name_end].ends_with(b".$cmd");
+                at = name_end + 1 + 8;
+                let len = doc_len(m, at)?;
+                self.document(m, at, if is_command { Mode::Command } else { Mode::Data }, 0)?;
+                if at + len < m.len() {
+                    doc_len(m, at + len)?;
+                }
+                Ok(())
+            }
+            OpCode::Reply if !request => {
+                at += 4 + 8 + 4 + 4;
+                while at < m.len() {
+                    let len = doc_len(m, at)?;
+                    self.document(m, at, Mode::Reply, 0)?;
+                    at += len;
+                }
+                Ok(())
+            }
+            op => Err(format!("{} is not kept in a redacted trace", op.name())),
+        }
+    }
+
+    /// Redacts the document at `m[at..]` in the given mode.
+    fn document(&self, m: &mut [u8], at: usize, mode: Mode, depth: usize) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err("nested too deep to redact".into());
+        }
+        let len = doc_len(m, at)?;
+        let end = at + len - 1;
+        if m[end] != 0 {
+            return Err("document not terminated".into());
+        }
+        // Whole-document decisions first.
+        let mode = match mode {
+            Mode::Reply if is_hello_reply(&m[at..at + len]) => return Ok(()),
+            Mode::Cursor if is_catalog_cursor(&m[at..at + len]) => return Ok(()),
+            Mode::Keep => return Ok(()),
+            m => m,
+        };
+        let mut p = at + 4;
+        let mut first = true;
+        while p < end {
+            let kind = m[p];
+            let key_start = p + 1;
+            let key_end = cstring_end(m, key_start)?;
+            let value = key_end + 1;
+            let size = value_len(m, kind, value)?;
+            if value + size > end {
+                return Err("element overruns its document".into());
+            }
+            let key = std::str::from_utf8(&m[key_start..key_end]).unwrap_or("").to_owned();
+            let child = child_mode(mode, &key, first);
+            self.value(m, kind, value, size, child, depth)?;
+            first = false;
+            p = value + size;
+        }
+        Ok(())
+    }
+
+    /// Redacts one value of `kind` at `m[at..at + size]`.
+    fn value(
+        &self,
+        m: &mut [u8],
+        kind: u8,
+        at: usize,
+        size: usize,
+        mode: Mode,
+        depth: usize,
+    ) -> Result<(), String> {
+        if mode == Mode::Keep {
+            return Ok(());
+        }
+        let hash_all = matches!(mode, Mode::Data | Mode::Pattern);
+        // Scalars are literals only in data and expressions; elsewhere they are names.
+        let literal = matches!(mode, Mode::Data | Mode::Expr | Mode::Pattern);
+        if !literal && !matches!(kind, 0x03 | 0x04) {
+            return Ok(());
+        }
+        match kind {
+            0x03 => self.document(m, at, mode, depth + 1),
+            0x04 => {
+                // An array's items take the array's mode (their keys are indexes).
+                self.document(m, at, mode, depth + 1)
+            }
+            0x01 => {
+                let v = f64::from_le_bytes(m[at..at + 8].try_into().unwrap_or_default());
+                if hash_all {
+                    let out = self.double(v);
+                    m[at..at + 8].copy_from_slice(&out.to_le_bytes());
+                }
+                Ok(())
+            }
+            0x10 => {
+                if hash_all {
+                    let v = i64::from(i32::from_le_bytes(m[at..at + 4].try_into().unwrap_or_default()));
+                    m[at..at + 4].copy_from_slice(&self.number(v).to_le_bytes());
+                }
+                Ok(())
+            }
+            0x12 => {
+                if hash_all {
+                    let v = i64::from_le_bytes(m[at..at + 8].try_into().unwrap_or_default());
+                    m[at..at + 8].copy_from_slice(&i64::from(self.number(v)).to_le_bytes());
+                }
+                Ok(())
+            }
+            0x02 | 0x0D | 0x0E => {
+                let start = match (mode, m.get(at + 4)) {
+                    (Mode::Expr, Some(b'$')) => return Ok(()),
+                    (Mode::Pattern, Some(b'^')) => at + 5,
+                    _ => at + 4,
+                };
+                self.replace_text(m, start..at + size - 1);
+                Ok(())
+            }
+            0x07 => {
+                self.replace(m, b'o', at..at + 12);
+                Ok(())
+            }
+            0x09 => {
+                // A date within a century of the epoch, so it stays a printable date.
+                let h = self.bytes(b't', &m[at..at + 8], 8);
+                let ms = (u64::from_le_bytes(h.try_into().unwrap_or_default()) % 3_155_760_000_000) as i64;
+                m[at..at + 8].copy_from_slice(&ms.to_le_bytes());
+                Ok(())
+            }
+            0x05 => {
+                self.replace(m, b'b', at + 5..at + size);
+                Ok(())
+            }
+            0x13 => {
+                self.replace(m, b'm', at..at + 16);
+                Ok(())
+            }
+            0x0B => {
+                // A regex: keep an anchor (the index advisor reads it), hash the rest.
+                let pat_end = cstring_end(m, at)?;
+                let start = if m.get(at) == Some(&b'^') { at + 1 } else { at };
+                self.replace_text(m, start..pat_end);
+                Ok(())
+            }
+            0x0C => {
+                let n = i32_at(m, at)? as usize;
+                self.replace_text(m, at + 4..at + 4 + n - 1);
+                self.replace(m, b'o', at + 4 + n..at + 4 + n + 12);
+                Ok(())
+            }
+            0x0F => {
+                let n = i32_at(m, at + 4)? as usize;
+                self.replace_text(m, at + 8..at + 8 + n - 1);
+                self.document(m, at + 8 + n, Mode::Data, depth + 1)
+            }
+            // Booleans, nulls, timestamps, min/max keys, undefined: kept.
+            _ => Ok(()),
+        }
+    }
+
+    /// Replaces `m[r]` by its keyed hash.
+    fn replace(&self, m: &mut [u8], tag: u8, r: std::ops::Range<usize>) {
+        let out = self.bytes(tag, &m[r.clone()], r.len());
+        m[r].copy_from_slice(&out);
+    }
+
+    /// Replaces the text `m[r]` by hashed text of the same length.
+    fn replace_text(&self, m: &mut [u8], r: std::ops::Range<usize>) {
+        let out = self.text(b's', &m[r.clone()]);
+        m[r].copy_from_slice(&out);
+    }
+
+    /// A keyed hash of `tag` and `input`, `n` bytes long.
+    fn bytes(&self, tag: u8, input: &[u8], n: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(n + 32);
+        let mut counter = 0u32;
+        while out.len() < n {
+            let mut ctx = hmac::Context::with_key(&self.key);
+            ctx.update(&[tag]);
+            ctx.update(&counter.to_le_bytes());
+            ctx.update(input);
+            out.extend_from_slice(ctx.sign().as_ref());
+            counter += 1;
+        }
+        out.truncate(n);
+        out
+    }
+
+    /// Text of the same byte length, in `[a-z0-9]`: valid UTF-8, no NUL.
+    fn text(&self, tag: u8, input: &[u8]) -> Vec<u8> {
+        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        if input.is_empty() {
+            return Vec::new();
+        }
+        self.bytes(tag, input, input.len()).into_iter().map(|b| ALPHABET[b as usize % 36]).collect()
+    }
+
+    /// An integral number's stand-in: non-negative and within int32, so it fits
+    /// every numeric type and equal numbers of different types stay equal.
+    fn number(&self, v: i64) -> i32 {
+        let h = self.bytes(b'n', &v.to_le_bytes(), 4);
+        (u32::from_le_bytes(h.try_into().unwrap_or_default()) & 0x7fff_ffff) as i32
+    }
+
+    fn double(&self, v: f64) -> f64 {
+        if v.fract() == 0.0 && v.abs() < 9.2e18 {
+            return f64::from(self.number(v as i64));
+        }
+        let h = self.bytes(b'd', &v.to_bits().to_le_bytes(), 4);
+        f64::from(u32::from_le_bytes(h.try_into().unwrap_or_default()) & 0x7fff_ffff) + 0.5
+    }
+}
+
+/// The mode of the value under `key` in a document of `mode`.
+fn child_mode(mode: Mode, key: &str, first: bool) -> Mode {
+    match mode {
+        Mode::Keep => Mode::Keep,
+        Mode::Command => {
+            if first || KEEP.contains(&key) {
+                Mode::Keep
+            } else {
+                match key {
+                    "pipeline" => Mode::Pipeline,
+                    "updates" | "deletes" | "ops" => Mode::Statements,
+                    // They wrap a whole command.
+                    "explain" | "$query" => Mode::Command,
+                    _ => Mode::Data,
+                }
+            }
+        }
+        Mode::Statements => match key {
+            k if is_index(k) => Mode::Statements,
+            "q" | "filter" | "u" | "updateMods" | "document" | "arrayFilters" | "c" | "let" => Mode::Data,
+            _ => Mode::Keep,
+        },
+        Mode::Data => {
+            if ARGUMENT_KEEP.contains(&key) {
+                Mode::Keep
+            } else if key == "$expr" {
+                Mode::Expr
+            } else if key == "$regex" {
+                Mode::Pattern
+            } else {
+                Mode::Data
+            }
+        }
+        Mode::Expr => {
+            if key == "$literal" {
+                Mode::Data
+            } else {
+                Mode::Expr
+            }
+        }
+        Mode::Pattern => Mode::Pattern,
+        Mode::Pipeline => match key {
+            "$match" | "$geoNear" | "$search" | "$searchMeta" | "$vectorSearch" => Mode::Data,
+            "$lookup" | "$graphLookup" | "$unionWith" | "$facet" => Mode::Pipeline,
+            "from" | "localField" | "foreignField" | "as" | "coll" | "connectFromField"
+            | "connectToField" | "depthField" => Mode::Keep,
+            "pipeline" => Mode::Pipeline,
+            "let" | "startWith" => Mode::Expr,
+            "$count" | "$out" | "$merge" | "$unset" | "$sort" | "$limit" | "$skip" | "$sample"
+            | "$indexStats" | "$collStats" | "$planCacheStats" | "$changeStream" => Mode::Keep,
+            "restrictSearchWithMatch" => Mode::Data,
+            k if k.starts_with('$') => Mode::Expr,
+            // `$facet`'s outputs are pipelines.
+            _ => Mode::Pipeline,
+        },
+        Mode::Reply => {
+            if REPLY_KEEP.contains(&key) {
+                Mode::Keep
+            } else {
+                match key {
+                    "cursor" => Mode::Cursor,
+                    "writeErrors" => Mode::WriteErrors,
+                    _ => Mode::Data,
+                }
+            }
+        }
+        Mode::Cursor => match key {
+            "id" | "ns" | "postBatchResumeToken" | "atClusterTime" => Mode::Keep,
+            _ => Mode::Data,
+        },
+        Mode::WriteErrors => match key {
+            "index" | "code" | "codeName" | "keyPattern" => Mode::Keep,
+            // The array's items are write errors too.
+            k if is_index(k) => Mode::WriteErrors,
+            _ => Mode::Data,
+        },
+    }
+}
+
+/// An array item's key.
+fn is_index(key: &str) -> bool {
+    !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A document sequence's items, by its identifier.
+fn sequence_mode(identifier: &[u8], request: bool) -> Mode {
+    match identifier {
+        b"updates" | b"deletes" | b"ops" if request => Mode::Statements,
+        b"nsInfo" => Mode::Keep,
+        _ => Mode::Data,
+    }
+}
+
+/// The handshake's reply names no user data (and the topology rewrite reads it).
+fn is_hello_reply(doc: &[u8]) -> bool {
+    let Ok(d) = RawDocument::from_bytes(doc) else { return false };
+    ["isWritablePrimary", "ismaster", "maxWireVersion"].iter().any(|k| d.get(k).ok().flatten().is_some())
+}
+
+/// A listIndexes or listCollections cursor: the catalog, which the advisor reads.
+fn is_catalog_cursor(doc: &[u8]) -> bool {
+    let Ok(d) = RawDocument::from_bytes(doc) else { return false };
+    d.get_str("ns").is_ok_and(|ns| ns.contains(".$cmd.list"))
+}
+
+/// An auth request as kept: its name and database (and a hello's other fields).
+fn sensitive_request(c: &Command<'_>, message: &Message, header: MsgHeader) -> Redacted {
+    let mut body = bson::Document::new();
+    if c.is_hello() {
+        let Ok(full) = bson::Document::try_from(c.body) else {
+            return Redacted::Dropped("a hello that does not decode".into());
+        };
+        for (k, v) in full {
+            let v =
+                if k == "speculativeAuthenticate" { bson::Bson::Document(bson::Document::new()) } else { v };
+            body.insert(k, v);
+        }
+    } else {
+        body.insert(c.name, 1);
+        body.insert("$db", c.database());
+    }
+    Redacted::Kept(rebuild(message, header, &body))
+}
+
+/// An auth reply as kept: `ok` and the error, if any.
+fn sensitive_reply(plain: &[u8], header: MsgHeader) -> Redacted {
+    let decoded = Frame::from_bytes(bytes::Bytes::copy_from_slice(plain)).and_then(|f| Message::decode(&f));
+    let message = match decoded {
+        Ok(m) => m,
+        Err(e) => return Redacted::Dropped(e.to_string()),
+    };
+    let reply = match &message.op {
+        mongotap_wire::Op::Msg(m) => m.body().to_document().ok(),
+        mongotap_wire::Op::Reply(r) => r.documents.first().and_then(|d| d.to_document().ok()),
+        _ => None,
+    };
+    let mut body = bson::Document::new();
+    for (k, v) in reply.into_iter().flatten() {
+        if matches!(k.as_str(), "ok" | "code" | "codeName") && !matches!(v, bson::Bson::Document(_)) {
+            body.insert(k, v);
+        }
+    }
+    Redacted::Kept(rebuild(&message, header, &body))
+}
+
+/// A message of the same kind and ids with `body` as its only document.
+fn rebuild(message: &Message, header: MsgHeader, body: &bson::Document) -> Vec<u8> {
+    let doc = mongotap_wire::Document::from_doc(body);
+    match &message.op {
+        mongotap_wire::Op::Query(q) => mongotap_wire::OpQuery {
+            flags: q.flags,
+            full_collection_name: q.full_collection_name.clone(),
+            number_to_skip: 0,
+            number_to_return: q.number_to_return,
+            query: doc,
+            return_fields_selector: None,
+        }
+        .encode(header.request_id),
+        mongotap_wire::Op::Reply(r) => mongotap_wire::OpReply {
+            response_flags: r.response_flags,
+            cursor_id: 0,
+            starting_from: 0,
+            number_returned: 1,
+            documents: vec![doc],
+        }
+        .encode(header.request_id, header.response_to),
+        _ => {
+            let mut m = OpMsg::new(doc);
+            m.flags = MsgFlags(message.msg_flags().0 & !MsgFlags::CHECKSUM_PRESENT.0);
+            m.encode(header.request_id, header.response_to)
+        }
+    }
+    .to_vec()
+}
+
+fn i32_at(m: &[u8], at: usize) -> Result<i32, String> {
+    m.get(at..at + 4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()))
+        .ok_or_else(|| "cut short".into())
+}
+
+fn u32_at(m: &[u8], at: usize) -> Result<u32, String> {
+    Ok(i32_at(m, at)? as u32)
+}
+
+/// A document's declared length, checked against the buffer.
+fn doc_len(m: &[u8], at: usize) -> Result<usize, String> {
+    let n = i32_at(m, at)?;
+    if n < 5 || at + n as usize > m.len() {
+        return Err("bad document length".into());
+    }
+    Ok(n as usize)
+}
+
+/// The index of the NUL ending the C string at `at`.
+fn cstring_end(m: &[u8], at: usize) -> Result<usize, String> {
+    m.get(at..)
+        .and_then(|s| s.iter().position(|&b| b == 0))
+        .map(|i| at + i)
+        .ok_or_else(|| "unterminated name".into())
+}
+
+/// The size of a value of `kind` at `m[at..]`.
+fn value_len(m: &[u8], kind: u8, at: usize) -> Result<usize, String> {
+    let string = |at: usize| -> Result<usize, String> {
+        let n = i32_at(m, at)?;
+        if n < 1 || m.get(at + 3 + n as usize) != Some(&0) {
+            return Err("bad string".into());
+        }
+        Ok(4 + n as usize)
+    };
+    Ok(match kind {
+        0x01 | 0x09 | 0x11 | 0x12 => 8,
+        0x02 | 0x0D | 0x0E => string(at)?,
+        0x03 | 0x04 => doc_len(m, at)?,
+        0x05 => {
+            let n = i32_at(m, at)?;
+            if n < 0 {
+                return Err("bad binary length".into());
+            }
+            5 + n as usize
+        }
+        0x06 | 0x0A | 0xFF | 0x7F => 0,
+        0x07 => 12,
+        0x08 => 1,
+        0x0B => {
+            let p = cstring_end(m, at)?;
+            cstring_end(m, p + 1)? + 1 - at
+        }
+        0x0C => string(at)? + 12,
+        0x0F => {
+            let n = i32_at(m, at)?;
+            if n < 14 {
+                return Err("bad code with scope".into());
+            }
+            n as usize
+        }
+        0x10 => 4,
+        0x13 => 16,
+        k => return Err(format!("unknown BSON type {k:#04x}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, Bson, Document as Doc};
+    use mongotap_wire::{Document, Op, OpMsg};
+
+    fn msg(body: Doc, id: i32, to: i32) -> Frame {
+        Frame::from_bytes(OpMsg::new(Document::from_doc(&body)).encode(id, to)).unwrap()
+    }
+
+    fn redact(r: &mut Redactor, dir: Direction, f: &Frame) -> Doc {
+        match r.message(1, dir, f) {
+            Redacted::Kept(b) => {
+                let f = Frame::from_bytes(bytes::Bytes::from(b)).unwrap();
+                match Message::decode(&f).unwrap().op {
+                    Op::Msg(m) => m.body().to_document().unwrap(),
+                    other => panic!("{other:?}"),
+                }
+            }
+            Redacted::Dropped(e) => panic!("{e}"),
+        }
+    }
+
+    fn contains(hay: &[u8], needle: &[u8]) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn literals_are_replaced_and_names_options_and_sizes_kept() {
+        let mut r = Redactor::with_secret(b"k");
+        let f = msg(
+            doc! {"find": "users", "filter": {"email": "alice@example.com", "age": {"$gt": 30}, "tags": {"$exists": true}},
+            "sort": {"age": -1}, "limit": 5, "$db": "shop", "lsid": {"id": 7}},
+            1,
+            0,
+        );
+        let out = match r.message(1, Direction::ToServer, &f) {
+            Redacted::Kept(b) => b,
+            Redacted::Dropped(e) => panic!("{e}"),
+        };
+        assert_eq!(out.len(), f.bytes.len(), "sizes kept");
+        assert!(!contains(&out, b"alice@example.com"));
+        let d = redact(&mut r, Direction::ToServer, &f);
+        assert_eq!(d.get_str("find").unwrap(), "users");
+        assert_eq!(d.get_str("$db").unwrap(), "shop");
+        assert_eq!(d.get_document("sort").unwrap(), &doc! {"age": -1});
+        assert_eq!(d.get_i32("limit").unwrap(), 5);
+        let filter = d.get_document("filter").unwrap();
+        let email = filter.get_str("email").unwrap();
+        assert_eq!(email.len(), "alice@example.com".len());
+        assert_ne!(email, "alice@example.com");
+        assert_ne!(filter.get_document("age").unwrap().get_i32("$gt").unwrap(), 30);
+        assert_eq!(filter.get_document("tags").unwrap(), &doc! {"$exists": true}, "operator arguments kept");
+    }
+
+    #[test]
+    fn equal_values_stay_equal_across_messages_and_numeric_types() {
+        let mut r = Redactor::with_secret(b"k");
+        let oid = bson::oid::ObjectId::new();
+        let reply = redact(
+            &mut r,
+            Direction::ToClient,
+            &msg(
+                doc! {"cursor": {"firstBatch": [{"_id": 1, "authorId": oid, "n": 5i64}], "id": 0i64, "ns": "b.posts"}, "ok": 1.0},
+                2,
+                1,
+            ),
+        );
+        let child = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(doc! {"find": "authors", "filter": {"_id": oid, "n": 5}, "$db": "b"}, 3, 0),
+        );
+        let first = &reply.get_document("cursor").unwrap().get_array("firstBatch").unwrap()[0];
+        let first = first.as_document().unwrap();
+        let filter = child.get_document("filter").unwrap();
+        assert_eq!(first.get("authorId"), filter.get("_id"));
+        assert_ne!(first.get_object_id("authorId").unwrap(), oid);
+        assert_eq!(
+            first.get_i64("n").unwrap(),
+            i64::from(filter.get_i32("n").unwrap()),
+            "5i64 and 5 stay equal"
+        );
+        assert_eq!(reply.get_document("cursor").unwrap().get_str("ns").unwrap(), "b.posts");
+        // Under another secret, the same value hashes differently: traces do not correlate.
+        let mut other = Redactor::with_secret(b"other");
+        let child2 = redact(
+            &mut other,
+            Direction::ToServer,
+            &msg(doc! {"find": "authors", "filter": {"_id": oid}, "$db": "b"}, 3, 0),
+        );
+        assert_ne!(child2.get_document("filter").unwrap().get("_id"), filter.get("_id"));
+    }
+
+    #[test]
+    fn updates_keep_their_operators_and_slice_and_pipelines_their_links() {
+        let mut r = Redactor::with_secret(b"k");
+        let u = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(
+                doc! {"update": "posts", "updates": [{"q": {"_id": 9}, "u": {"$push": {"comments": {"$each": [{"text": "hi there"}], "$slice": -10}}}, "upsert": true}], "$db": "b"},
+                1,
+                0,
+            ),
+        );
+        let stmt = u.get_array("updates").unwrap()[0].as_document().unwrap().clone();
+        assert!(stmt.get_bool("upsert").unwrap());
+        let push =
+            stmt.get_document("u").unwrap().get_document("$push").unwrap().get_document("comments").unwrap();
+        assert_eq!(push.get_i32("$slice").unwrap(), -10);
+        let text = push.get_array("$each").unwrap()[0].as_document().unwrap().get_str("text").unwrap();
+        assert_ne!(text, "hi there");
+
+        let a = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(
+                doc! {"aggregate": "orders", "pipeline": [
+                    {"$match": {"status": "open", "name": {"$regex": "^abc"}}},
+                    {"$lookup": {"from": "customers", "localField": "customerId", "foreignField": "_id", "as": "c"}},
+                    {"$group": {"_id": "$customerId", "n": {"$sum": 1}}},
+                    {"$limit": 10}
+                ], "cursor": {}, "$db": "shop"},
+                1,
+                0,
+            ),
+        );
+        let p = a.get_array("pipeline").unwrap();
+        let m = p[0].as_document().unwrap().get_document("$match").unwrap();
+        assert_ne!(m.get_str("status").unwrap(), "open");
+        assert!(
+            m.get_document("name").unwrap().get_str("$regex").unwrap().starts_with('^'),
+            "the anchor stays"
+        );
+        assert_eq!(
+            p[1].as_document().unwrap().get_document("$lookup").unwrap(),
+            &doc! {"from": "customers", "localField": "customerId", "foreignField": "_id", "as": "c"}
+        );
+        assert_eq!(p[2].as_document().unwrap(), &doc! {"$group": {"_id": "$customerId", "n": {"$sum": 1}}});
+        assert_eq!(p[3].as_document().unwrap(), &doc! {"$limit": 10});
+    }
+
+    #[test]
+    fn auth_keeps_only_its_name_and_its_reply_only_ok() {
+        let mut r = Redactor::with_secret(b"k");
+        let f = msg(
+            doc! {"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": Bson::Binary(bson::Binary { subtype: bson::spec::BinarySubtype::Generic, bytes: b"n,,n=alice,r=secretnonce".to_vec() }), "$db": "admin"},
+            5,
+            0,
+        );
+        match r.message(1, Direction::ToServer, &f) {
+            Redacted::Kept(b) => assert!(!contains(&b, b"alice") && !contains(&b, b"secretnonce")),
+            Redacted::Dropped(e) => panic!("{e}"),
+        }
+        let d = redact(&mut r, Direction::ToServer, &f);
+        assert_eq!(d, doc! {"saslStart": 1, "$db": "admin"});
+        let reply = msg(
+            doc! {"conversationId": 1, "done": false, "payload": "r=secretnonce,s=salt", "ok": 1.0},
+            6,
+            5,
+        );
+        assert_eq!(redact(&mut r, Direction::ToClient, &reply), doc! {"ok": 1.0});
+
+        let hello = msg(
+            doc! {"hello": 1, "client": {"application": {"name": "shop"}}, "speculativeAuthenticate": {"saslStart": 1, "payload": "n=alice"}, "$db": "admin"},
+            7,
+            0,
+        );
+        let h = redact(&mut r, Direction::ToServer, &hello);
+        assert_eq!(h.get_document("speculativeAuthenticate").unwrap(), &doc! {});
+        assert_eq!(h.get_document("client").unwrap(), &doc! {"application": {"name": "shop"}});
+        let hr = msg(
+            doc! {"isWritablePrimary": true, "speculativeAuthenticate": {"payload": "secretnonce"}, "ok": 1.0},
+            8,
+            7,
+        );
+        assert_eq!(redact(&mut r, Direction::ToClient, &hr), doc! {"ok": 1.0});
+    }
+
+    #[test]
+    fn checksums_are_recomputed_and_compressed_messages_inflated() {
+        let mut r = Redactor::with_secret(b"k");
+        let mut m =
+            OpMsg::new(Document::from_doc(&doc! {"find": "c", "filter": {"a": "secret"}, "$db": "d"}));
+        m.flags = MsgFlags::CHECKSUM_PRESENT;
+        let f = Frame::from_bytes(m.encode(1, 0)).unwrap();
+        let out = match r.message(1, Direction::ToServer, &f) {
+            Redacted::Kept(b) => b,
+            Redacted::Dropped(e) => panic!("{e}"),
+        };
+        let back = Frame::from_bytes(bytes::Bytes::from(out)).unwrap();
+        Message::decode(&back).expect("the checksum matches the new bytes");
+
+        let z = OpCompressed::compress(&f.bytes, mongotap_wire::Compressor::Zstd);
+        let zf = Frame::from_bytes(z).unwrap();
+        match r.message(1, Direction::ToServer, &zf) {
+            Redacted::Kept(b) => {
+                assert_eq!(b.len(), f.bytes.len(), "stored inflated");
+                assert!(!contains(&b, b"secret"));
+            }
+            Redacted::Dropped(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn bson_that_does_not_walk_is_not_kept() {
+        let mut r = Redactor::with_secret(b"k");
+        let f = msg(doc! {"find": "c", "filter": {"a": "x"}, "$db": "d"}, 1, 0);
+        let mut b = f.bytes.to_vec();
+        // The filter's string claims more bytes than there are.
+        let i = b.windows(2).position(|w| w == b"a\0").unwrap() + 2;
+        b[i..i + 4].copy_from_slice(&1000i32.to_le_bytes());
+        let bad = Frame::from_bytes(bytes::Bytes::from(b)).unwrap();
+        assert!(matches!(r.message(1, Direction::ToServer, &bad), Redacted::Dropped(_)));
+    }
+}
