@@ -162,6 +162,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
 
 fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> {
     let outs = outputs(&args.outputs);
+    let catalog = IndexCatalog::shared();
     let mut pipeline = Pipeline::with_detectors(
         Limits::default(),
         TableLimits {
@@ -169,9 +170,10 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
             show_values: args.show_values,
             ..TableLimits::default()
         },
-        Detectors::with_catalog(thresholds, IndexCatalog::shared()),
+        Detectors::with_catalog(thresholds, catalog.clone()),
     );
     let opts = mongotap::offline::OfflineOptions {
+        catalog: Some(catalog),
         port: args.port,
         progress: args.progress || std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };

@@ -3,8 +3,7 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,47 +16,6 @@ fn dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-struct Mongotap {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Mongotap {
-    async fn start(upstream: &str, args: &[&str], log: &Path) -> Mongotap {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_mongotap"))
-            .args(["proxy", "--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
-            .args(args)
-            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
-            .spawn()
-            .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        wait_listening(addr).await;
-        Mongotap { child, addr }
-    }
-
-    fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).unwrap().count()
-    }
-
-    fn rss_kib(&self) -> u64 {
-        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id())).unwrap();
-        statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4
-    }
-
-    fn kill(&mut self, signal: &str) {
-        Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Mongotap {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 async fn pings(client: &Client, n: usize) -> (usize, usize) {

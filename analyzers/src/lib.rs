@@ -20,6 +20,7 @@ pub mod command_shape;
 pub mod detectors;
 pub use mongotap_events as event;
 pub mod exchange;
+pub mod mongod_log;
 pub mod operation;
 pub mod operators;
 pub mod pipeline;

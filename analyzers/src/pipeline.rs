@@ -8,7 +8,7 @@ use crate::exchange::{Correlator, ExchangeStats, Limits};
 use crate::operation::Operation;
 use crate::report::Finding;
 use crate::table::{AccessTable, TableLimits};
-use crate::view::OpView;
+use crate::view::{OpView, ShapeId};
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
@@ -19,6 +19,8 @@ pub struct Pipeline {
     operations: u64,
     first_at: Option<Micros>,
     last_at: Micros,
+    /// The shape of the last operation completed (see [`Pipeline::last_shape`]).
+    last_shape: Option<ShapeId>,
 }
 
 impl Pipeline {
@@ -37,6 +39,7 @@ impl Pipeline {
             operations: 0,
             first_at: None,
             last_at: 0,
+            last_shape: None,
         }
     }
 
@@ -53,7 +56,7 @@ impl Pipeline {
             self.detectors.on_gap(at);
             self.table.charge_loss(dropped);
         }
-        let ops = &mut self.operations;
+        let (ops, last_shape) = (&mut self.operations, &mut self.last_shape);
         let (table, detectors) = (&mut self.table, &mut self.detectors);
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
@@ -61,6 +64,7 @@ impl Pipeline {
             let mut view = OpView::new(&op);
             table.record(&mut view);
             detectors.on_operation(&view);
+            *last_shape = view.read_shape();
         });
     }
 
@@ -71,6 +75,13 @@ impl Pipeline {
         self.correlator.expire(now);
         self.table.expire(self.last_at);
         self.detectors.expire(self.last_at);
+    }
+
+    /// The table's shape of the last operation completed (for a getMore, its
+    /// cursor's): where an offline input files what it knows of that operation's
+    /// plan.
+    pub fn last_shape(&self) -> Option<ShapeId> {
+        self.last_shape
     }
 
     /// The detectors.

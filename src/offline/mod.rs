@@ -54,6 +54,9 @@ pub struct OfflineOptions {
     pub port: Option<u16>,
     /// Print progress to stderr.
     pub progress: bool,
+    /// Where a log's plans (planSummary, keys and documents examined) are filed for
+    /// the index advisor, as explain results are.
+    pub catalog: Option<mongotap_analyzers::detectors::catalog::SharedCatalog>,
 }
 
 /// What one input gave.
@@ -85,7 +88,7 @@ pub fn analyze(
         let notes = match kind {
             InputKind::Trace => read_trace(path, &mut feeder, opts)?,
             InputKind::Capture => pcap::read(path, &mut |ev| feeder.feed(ev), opts)?,
-            InputKind::MongodLog => read_log(path, &mut feeder)?,
+            InputKind::MongodLog => read_log(path, &mut feeder, opts)?,
         };
         out.push(InputSummary {
             path: path.clone(),
@@ -165,9 +168,52 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
     Ok(notes)
 }
 
-fn read_log(path: &Path, feeder: &mut Feeder<'_>) -> Result<Vec<String>, String> {
-    let _ = (path, feeder);
-    Err(format!("{}: mongod logs are not read yet", path.display()))
+fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut reader = mongotap_analyzers::mongod_log::LogReader::new();
+    let mut progress = Progress::new(path, opts.progress);
+    let (mut line, mut events) = (Vec::new(), Vec::new());
+    loop {
+        line.clear();
+        let n = input.read_until(b'\n', &mut line).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        let plan = reader.read_line(&String::from_utf8_lossy(&line), &mut events);
+        for ev in events.drain(..) {
+            feeder.feed(ev);
+        }
+        // The log's own explain of the operation just fed: the worst one per shape.
+        if let (Some(plan), Some(shape), Some(catalog)) = (plan, feeder.pipeline.last_shape(), &opts.catalog)
+        {
+            let mut c = catalog.lock().unwrap_or_else(|e| e.into_inner());
+            let waste = |e: &mongotap_analyzers::detectors::catalog::Explained| {
+                e.docs_examined.max(e.keys_examined).saturating_sub(e.returned)
+            };
+            if c.explained(shape).is_none_or(|old| waste(old) < waste(&plan)) {
+                c.set_explained(shape, plan);
+            }
+        }
+        progress.tick(reader.stats().lines);
+    }
+    progress.done(reader.stats().lines);
+    let s = reader.stats();
+    let mut notes =
+        vec![format!("{} lines: {} operations, {} other lines", s.lines, s.operations, s.not_operations)];
+    let left_out = [
+        (s.truncated_commands, "operations were logged with their command truncated (maxLogSizeKB) and were left out: a part of a command makes a wrong shape"),
+        (s.write_summaries, "write commands were logged without their statements (the statements are logged apart) and were counted there"),
+        (s.internal, "operations of the server's own threads were left out (a proxy never sees them)"),
+        (s.malformed, "lines were not whole JSON entries (a cut-off tail, or another log) and were skipped"),
+    ];
+    notes.extend(left_out.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")));
+    notes.push(
+        "a log has no reply values: N+1 and the other detectors that compare values have nothing to go on"
+            .into(),
+    );
+    Ok(notes)
 }
 
 /// A line on stderr every second or so, on a terminal.

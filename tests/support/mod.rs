@@ -122,6 +122,55 @@ impl Drop for Upstream {
     }
 }
 
+/// The mongotap binary running as a child process.
+pub struct Mongotap {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Mongotap {
+    /// `mongotap proxy` on a free port in front of `upstream`, logging to `log`.
+    pub async fn start(upstream: &str, args: &[&str], log: &Path) -> Mongotap {
+        Mongotap::start_as("proxy", upstream, args, log).await
+    }
+
+    /// `mongotap <sub>` (proxy or record) on a free port in front of `upstream`.
+    pub async fn start_as(sub: &str, upstream: &str, args: &[&str], log: &Path) -> Mongotap {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+            .args([sub, "--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
+            .args(args)
+            .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
+            .spawn()
+            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        wait_listening(addr).await;
+        Mongotap { child, addr }
+    }
+
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id())).unwrap().count()
+    }
+
+    pub fn rss_kib(&self) -> u64 {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id())).unwrap();
+        statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4
+    }
+
+    /// Sends `signal` (`-TERM`, `-KILL`) and waits for the exit.
+    pub fn kill(&mut self, signal: &str) {
+        Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mongotap {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A proxy config listening on a free loopback port in front of `upstream`.
 pub fn proxy_config(upstream: &str) -> ProxyConfig {
     ProxyConfig { listen: "127.0.0.1:0".into(), upstream: upstream.into(), ..ProxyConfig::default() }

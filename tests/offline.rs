@@ -1,0 +1,270 @@
+//! Capture here, analyse anywhere: a workload through `mongotap record`, then
+//! `mongotap analyze` of its trace (redacted and raw) gives the live report; a pcap
+//! of the same traffic gives the same access patterns; a trace cut by SIGKILL still
+//! reads; a mongod log becomes shapes; the reports of two proxies merge into the
+//! report of one.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bson::doc;
+use mongodb::Client;
+use serde_json::Value;
+use support::*;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mongotap-offline-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `mongotap analyze INPUTS --report-json OUT`; the report and what it printed.
+fn analyze(inputs: &[&Path], out: &Path, extra: &[&str]) -> (Value, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .arg("analyze")
+        .args(inputs)
+        .arg("--report-json")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "analyze failed: {stderr}");
+    (read_json(out), stderr)
+}
+
+/// A blog's access: authors and posts inserted, each post read with its author one
+/// by one (N+1), comments `$push`ed, a `$lookup`, a count.
+async fn workload(uri: &str, db: &str, n: i32) {
+    let client = Client::with_uri_str(uri).await.unwrap();
+    let db = client.database(db);
+    let users = db.collection::<bson::Document>("users");
+    let posts = db.collection::<bson::Document>("posts");
+    for i in 0..n {
+        users
+            .insert_one(doc! {"_id": i, "name": format!("user {i}"), "email": format!("u{i}@example.com")})
+            .await
+            .unwrap();
+        posts
+            .insert_one(doc! {"_id": i, "authorId": i, "title": format!("post {i}"), "comments": []})
+            .await
+            .unwrap();
+    }
+    for round in 0..3 {
+        let mut cursor = posts.find(doc! {}).batch_size(5).await.unwrap();
+        while cursor.advance().await.unwrap() {
+            let post = cursor.deserialize_current().unwrap();
+            let author = post.get_i32("authorId").unwrap();
+            users.find_one(doc! {"_id": author}).await.unwrap();
+            posts
+                .update_one(
+                    doc! {"_id": post.get_i32("_id").unwrap()},
+                    doc! {"$push": {"comments": {"round": round, "text": "nice"}}},
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let pipeline = vec![
+        doc! {"$lookup": {"from": "users", "localField": "authorId", "foreignField": "_id", "as": "author"}},
+    ];
+    let mut c = posts.aggregate(pipeline).await.unwrap();
+    while c.advance().await.unwrap() {}
+    // shutdown() waits for every cursor to be dropped.
+    drop(c);
+    posts.count_documents(doc! {"title": "post 1"}).await.unwrap();
+    client.shutdown().await;
+}
+
+/// Fields that depend on when the analysis ran rather than on the traffic.
+fn without_timing(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for k in ["first_seen", "last_seen", "rate_per_s", "window", "timeline"] {
+                    m.remove(k);
+                }
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+/// Access patterns as (namespace, command, shape) -> count.
+fn counts(r: &Value) -> std::collections::BTreeMap<String, u64> {
+    r["access_patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (format!("{} {} {}", p["command"], p["namespace"], p["shape"]), p["count"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+fn dumpcap(port: u16, out: &Path) -> Child {
+    let child = Command::new("dumpcap")
+        .args(["-q", "-i", "lo", "-f", &format!("tcp port {port}"), "-w"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dumpcap (Debian tshark) is installed by ./scripts/setup.sh");
+    // dumpcap writes its file header once it captures.
+    for _ in 0..100 {
+        if out.metadata().is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_and_a_capture_give_the_live_report() {
+    let d = dir("roundtrip");
+    let upstream = Upstream::start();
+    let pcap = d.join("cap.pcapng");
+    let mut capture = dumpcap(upstream.port, &pcap);
+    for mode in ["redacted", "raw"] {
+        let trace = d.join(format!("{mode}.mtt"));
+        let live = d.join(format!("{mode}.live.json"));
+        let mut args =
+            vec!["--admin", "off", "--no-side-connection", "--report-json", live.to_str().unwrap()];
+        args.extend(["--trace", trace.to_str().unwrap()]);
+        if mode == "raw" {
+            args.push("--capture-values");
+        }
+        let mut m =
+            Mongotap::start_as("record", &upstream.addr(), &args, &d.join(format!("{mode}.log"))).await;
+        workload(&uri(m.addr, mode), mode, 12).await;
+        m.kill("-TERM");
+        let (offline, said) = analyze(&[&trace], &d.join(format!("{mode}.offline.json")), &[]);
+        assert!(said.contains(&format!("({mode})")), "{said}");
+        let live = read_json(&live);
+        assert!(live["totals"]["operations"].as_u64().unwrap() > 100, "{}", live["totals"]);
+        assert!(
+            live["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "n_plus_one"),
+            "{:#}",
+            live["findings"]
+        );
+        assert_eq!(
+            without_timing(offline),
+            without_timing(live.clone()),
+            "{mode}: the trace gives the live report"
+        );
+        if mode == "redacted" {
+            let plain = zstd::stream::decode_all(std::fs::File::open(&trace).unwrap()).unwrap();
+            let text = String::from_utf8_lossy(&plain);
+            assert!(
+                !text.contains("example.com") && !text.contains("user 1") && !text.contains("nice"),
+                "no literal in a redacted trace"
+            );
+            assert!(text.contains("authorId") && text.contains("redacted.posts"), "names are kept");
+        }
+    }
+    // dumpcap reads the kernel's buffer a little behind the traffic.
+    std::thread::sleep(Duration::from_secs(1));
+    Command::new("kill").args(["-INT", &capture.id().to_string()]).status().unwrap();
+    capture.wait().unwrap();
+    // The capture saw both runs: its counts are the sum of the two live reports'.
+    let (cap, said) = analyze(&[&pcap], &d.join("cap.json"), &[]);
+    assert!(said.contains("capture"), "{said}");
+    let mut want = counts(&read_json(&d.join("redacted.live.json")));
+    for (k, n) in counts(&read_json(&d.join("raw.live.json"))) {
+        *want.entry(k).or_default() += n;
+    }
+    assert_eq!(counts(&cap), want, "the capture gives the same access patterns");
+    let kinds = |r: &Value| -> Vec<String> {
+        let mut v: Vec<String> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_owned())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    assert_eq!(kinds(&cap), kinds(&read_json(&d.join("raw.live.json"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_leaves_a_trace_readable_to_its_last_whole_frame() {
+    let d = dir("sigkill");
+    let upstream = Upstream::start();
+    let trace = d.join("t.mtt");
+    let mut m = Mongotap::start_as(
+        "record",
+        &upstream.addr(),
+        &["--admin", "off", "--no-side-connection", "--trace", trace.to_str().unwrap()],
+        &d.join("log"),
+    )
+    .await;
+    workload(&uri(m.addr, "killed"), "blog", 6).await;
+    // Frames are written at least every second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let client = Client::with_uri_str(uri(m.addr, "killed")).await.unwrap();
+    let c = client.database("blog").collection::<bson::Document>("late");
+    for i in 0..50 {
+        c.insert_one(doc! {"i": i}).await.unwrap();
+    }
+    m.kill("-KILL");
+    drop(client);
+    let (r, _) = analyze(&[&trace], &d.join("r.json"), &[]);
+    let ops = r["totals"]["operations"].as_u64().unwrap();
+    assert!(ops >= 60, "the workload before the last second was read: {ops}");
+    // The same file cut in the middle of its last frame: what comes before is read
+    // and the cut is said.
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = d.join("cut.mtt");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let (r2, said) = analyze(&[&cut], &d.join("r2.json"), &[]);
+    assert!(said.contains("cut short"), "{said}");
+    assert!(r2["totals"]["operations"].as_u64().unwrap() <= ops);
+}
+
+#[test]
+fn a_mongod_log_becomes_shapes_and_says_what_it_left_out() {
+    let d = dir("log");
+    let log = root().join("tests/fixtures/mongod/slow_queries.log");
+    let (r, said) = analyze(&[&log], &d.join("r.json"), &[]);
+    assert!(said.contains("mongod log"), "{said}");
+    assert!(said.contains("truncated"), "{said}");
+    assert!(said.contains("not whole JSON"), "{said}");
+    let find = r["access_patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["command"] == "find" && p["shape"]["sort"].is_object())
+        .expect("the find with a sort");
+    assert_eq!(find["namespace"], "shop.orders");
+    assert_eq!(find["shape"]["filter"]["$and"][0]["customerId"]["$eq"], "?objectId");
+    assert_eq!(find["docs_returned"]["total"], 20);
+    let apps: Vec<&str> = r["apps"].as_array().unwrap().iter().map(|a| a["app"].as_str().unwrap()).collect();
+    assert!(apps.contains(&"shop-api"), "{apps:?}");
+}
+
+#[test]
+fn garbage_is_refused_with_what_it_is_not() {
+    let d = dir("garbage");
+    let p = d.join("x.bin");
+    std::fs::write(&p, b"\x00\x01garbage").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap")).arg("analyze").arg(&p).output().unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("not a mongotap trace, a pcap/pcapng capture or a mongod JSON log"), "{e}");
+}
