@@ -207,9 +207,13 @@ pub struct ReportOutputs {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ReportArgs {
-    /// A JSON report written by `mongotap proxy --report-json`.
-    pub input: PathBuf,
+    #[command(subcommand)]
+    pub command: Option<ReportCommand>,
+    /// A JSON report written by `mongotap proxy --report-json` (or analyze, or merge).
+    #[arg(required = true)]
+    pub input: Option<PathBuf>,
     #[command(flatten)]
     pub outputs: ReportOutputs,
     /// A baseline JSON report (say, from the main branch) to compare with; see --fail-on.
@@ -226,6 +230,25 @@ pub struct ReportArgs {
         default_value = "any"
     )]
     pub fail_on: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Combine the JSON reports of several proxies (one per app instance, or per
+    /// member) into the report of their combined traffic: counts summed, percentiles
+    /// from the merged histograms, findings merged with their evidence.
+    ///
+    /// Example: mongotap report merge a.json b.json --report-json all.json --report-md all.md
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The JSON reports to combine.
+    #[arg(required = true, num_args = 2.., value_name = "REPORT")]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
 }
 
 impl ProxyArgs {

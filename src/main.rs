@@ -226,7 +226,20 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
         eprintln!("mongotap: {e}");
         return Ok(ExitCode::from(2));
     }
-    let r = read_report(&args.input)?;
+    if let Some(cli::ReportCommand::Merge(m)) = &args.command {
+        let reports = m.inputs.iter().map(|p| read_report(p)).collect::<Result<Vec<_>, _>>()?;
+        let r = mongotap_analyzers::report::merge::merge(&reports)?;
+        let outs = outputs(&m.outputs);
+        if outs.any() {
+            outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
+        } else {
+            print!("{}", mongotap_analyzers::report::markdown::render(&r));
+        }
+        eprint!("{}", summary(&r));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let input = args.input.as_deref().ok_or("a report to read")?;
+    let r = read_report(input)?;
     let outs = outputs(&args.outputs);
     if outs.any() {
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;

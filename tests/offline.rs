@@ -44,11 +44,15 @@ fn analyze(inputs: &[&Path], out: &Path, extra: &[&str]) -> (Value, String) {
 /// A blog's access: authors and posts inserted, each post read with its author one
 /// by one (N+1), comments `$push`ed, a `$lookup`, a count.
 async fn workload(uri: &str, db: &str, n: i32) {
+    workload_from(uri, db, 0, n).await
+}
+
+async fn workload_from(uri: &str, db: &str, first: i32, n: i32) {
     let client = Client::with_uri_str(uri).await.unwrap();
     let db = client.database(db);
     let users = db.collection::<bson::Document>("users");
     let posts = db.collection::<bson::Document>("posts");
-    for i in 0..n {
+    for i in first..first + n {
         users
             .insert_one(doc! {"_id": i, "name": format!("user {i}"), "email": format!("u{i}@example.com")})
             .await
@@ -267,4 +271,76 @@ fn garbage_is_refused_with_what_it_is_not() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("not a mongotap trace, a pcap/pcapng capture or a mongod JSON log"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_reports_merge_into_the_report_of_all_their_traffic() {
+    let d = dir("merge");
+    let upstream = Upstream::start();
+    let mut reports = Vec::new();
+    let mut traces = Vec::new();
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        let (json, trace) = (d.join(format!("{name}.json")), d.join(format!("{name}.mtt")));
+        let args = [
+            "--admin",
+            "off",
+            "--no-side-connection",
+            "--report-json",
+            json.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ];
+        let mut m =
+            Mongotap::start_as("record", &upstream.addr(), &args, &d.join(format!("{name}.log"))).await;
+        // Two instances of one app, each behind its own proxy, on the same collections.
+        workload_from(&uri(m.addr, "fleet"), "fleet", i as i32 * 100, 10).await;
+        m.kill("-TERM");
+        reports.push(json);
+        traces.push(trace);
+    }
+    let all = d.join("all.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .args(["report", "merge"])
+        .args(&reports)
+        .arg("--report-json")
+        .arg(&all)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let merged = read_json(&all);
+    assert_valid_report(&merged.to_string());
+    // One pipeline that saw both proxies' traffic: the report of one proxy in front
+    // of both instances.
+    let (one, _) = analyze(&[&traces[0], &traces[1]], &d.join("one.json"), &[]);
+    let subjects = |r: &Value| -> Vec<String> {
+        let mut v: Vec<String> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let mut f = f.as_object().unwrap().clone();
+                for k in ["severity", "shape_ids", "evidence", "recommendation", "fix"] {
+                    f.remove(k);
+                }
+                Value::Object(f).to_string()
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(subjects(&one).iter().any(|s| s.contains("n_plus_one")));
+    assert_eq!(subjects(&merged), subjects(&one), "the same findings");
+    let table = |mut r: Value| {
+        r.as_object_mut().unwrap().remove("findings");
+        r
+    };
+    let (merged_t, one_t) = (table(merged.clone()), table(one));
+    assert_eq!(
+        merged_t["access_patterns"], one_t["access_patterns"],
+        "rows: counts, percentiles, histograms"
+    );
+    assert_eq!(merged_t, one_t);
+    let n_plus_one =
+        merged["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "n_plus_one").unwrap();
+    assert_eq!(n_plus_one["evidence"]["merged_from"], 2, "{n_plus_one:#}");
 }

@@ -80,10 +80,24 @@ pub fn analyze(
     pipeline: &mut Pipeline,
     opts: &OfflineOptions,
 ) -> Result<Vec<InputSummary>, String> {
-    let mut feeder = Feeder { pipeline, last_expire: None, events: 0, dropped: 0 };
+    let mut feeder =
+        Feeder { pipeline, last_expire: None, events: 0, dropped: 0, base: 0, sources: Vec::new() };
     let mut out = Vec::new();
     for path in inputs {
         let kind = kind_of(path)?;
+        // Each source numbers its connections from 1: the parts of one rotated trace
+        // share their numbers, anything else gets numbers of its own.
+        let source = match kind {
+            InputKind::Trace => mongotap_trace::TraceReader::open(path)?.header().trace_id.clone(),
+            _ => path.display().to_string(),
+        };
+        feeder.base = match feeder.sources.iter().position(|s| *s == source) {
+            Some(i) => (i as u64) << 40,
+            None => {
+                feeder.sources.push(source);
+                ((feeder.sources.len() - 1) as u64) << 40
+            }
+        };
         let (before_events, before_dropped) = (feeder.events, feeder.dropped);
         let notes = match kind {
             InputKind::Trace => read_trace(path, &mut feeder, opts)?,
@@ -108,10 +122,15 @@ struct Feeder<'a> {
     last_expire: Option<Micros>,
     events: u64,
     dropped: u64,
+    /// Added to the current input's connection numbers.
+    base: u64,
+    /// The sources seen, in order: a trace's id, or a file's path.
+    sources: Vec<String>,
 }
 
 impl Feeder<'_> {
     fn feed(&mut self, ev: TapEvent) {
+        let ev = rebase(ev, self.base);
         let at = ev.at();
         if let TapEvent::Gap { dropped, .. } = &ev {
             self.dropped += dropped;
@@ -122,6 +141,31 @@ impl Feeder<'_> {
         if at.saturating_sub(last) > 1_000_000 {
             self.pipeline.expire(at);
             self.last_expire = Some(at);
+        }
+    }
+}
+
+/// The event with `base` added to its connection numbers.
+fn rebase(ev: TapEvent, base: u64) -> TapEvent {
+    if base == 0 {
+        return ev;
+    }
+    match ev {
+        TapEvent::Opened { conn, client, at } => TapEvent::Opened { conn: conn + base, client, at },
+        TapEvent::Message { conn, dir, at, frame } => TapEvent::Message { conn: conn + base, dir, at, frame },
+        TapEvent::Recorded { conn, dir, at, frame, wire_len, compressor } => {
+            TapEvent::Recorded { conn: conn + base, dir, at, frame, wire_len, compressor }
+        }
+        TapEvent::TooLarge { conn, dir, at, header } => {
+            TapEvent::TooLarge { conn: conn + base, dir, at, header }
+        }
+        TapEvent::Unframeable { conn, dir, at, error } => {
+            TapEvent::Unframeable { conn: conn + base, dir, at, error }
+        }
+        TapEvent::Closed { conn, at } => TapEvent::Closed { conn: conn + base, at },
+        TapEvent::Gap { at, dropped, mut lost } => {
+            lost.iter_mut().for_each(|l| l.conn += base);
+            TapEvent::Gap { at, dropped, lost }
         }
     }
 }

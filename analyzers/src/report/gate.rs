@@ -122,6 +122,7 @@ mod tests {
             errors_by_code: Default::default(),
             cursor_of: None,
             latency_histogram_ms: vec![],
+            latency_us_recorded: vec![],
             example: None,
             first_seen: String::new(),
             last_seen: String::new(),
@@ -152,7 +153,7 @@ mod tests {
         Report {
             schema: 1,
             tool: Tool { name: "mongotap".into(), version: "0".into() },
-            window: Window { start: String::new(), end: String::new(), seconds: 0.0 },
+            window: Window { start: String::new(), end: String::new(), seconds: 0.0, start_us: 0, end_us: 0 },
             totals: Totals::default(),
             access_patterns: patterns,
             findings,

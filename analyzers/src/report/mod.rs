@@ -6,6 +6,7 @@ pub mod gate;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod merge;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -53,6 +54,12 @@ pub struct Window {
     pub start: String,
     pub end: String,
     pub seconds: f64,
+    /// `start` and `end` in microseconds since the epoch: what a merge needs to
+    /// compute the combined window's length exactly.
+    #[serde(default)]
+    pub start_us: u64,
+    #[serde(default)]
+    pub end_us: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -115,6 +122,11 @@ pub struct AccessPattern {
     /// Latency distribution: (upper bound in ms, operations), doubling buckets.
     #[serde(default)]
     pub latency_histogram_ms: Vec<(f64, u64)>,
+    /// The latency histogram as recorded: (microseconds, operations) for each
+    /// non-empty bucket, so reports of several proxies merge into exact percentiles
+    /// (`mongotap report merge`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_us_recorded: Vec<[u64; 2]>,
     #[serde(default)]
     pub first_seen: String,
     #[serde(default)]
@@ -293,6 +305,7 @@ impl Report {
                     errors_by_code: r.errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
                     cursor_of: r.cursor_of.clone(),
                     latency_histogram_ms: histogram_ms(&r.latency_us.histogram()),
+                    latency_us_recorded: recorded(&r.latency_us.histogram()),
                     example: r.example.clone(),
                     first_seen: rfc3339(r.first_seen),
                     last_seen: rfc3339(r.last_seen),
@@ -313,7 +326,13 @@ impl Report {
         Report {
             schema: SCHEMA,
             tool: Tool { name: "mongotap".into(), version: env!("CARGO_PKG_VERSION").into() },
-            window: Window { start: rfc3339(start), end: rfc3339(end), seconds: round(seconds, 3) },
+            window: Window {
+                start: rfc3339(start),
+                end: rfc3339(end),
+                seconds: round(seconds, 3),
+                start_us: start,
+                end_us: end,
+            },
             totals: Totals {
                 connections: stats.connections,
                 requests: stats.requests,
@@ -420,7 +439,13 @@ impl Report {
 }
 
 /// Doubling buckets from 0.064 ms, trailing empty buckets cut.
-fn histogram_ms(h: &hdrhistogram::Histogram<u32>) -> Vec<(f64, u64)> {
+/// Every non-empty bucket of `h`: (its highest equivalent value, its count).
+/// Recording these into an empty histogram of the same precision rebuilds `h`.
+fn recorded<C: hdrhistogram::Counter>(h: &hdrhistogram::Histogram<C>) -> Vec<[u64; 2]> {
+    h.iter_recorded().map(|v| [v.value_iterated_to(), v.count_at_value().as_u64()]).collect()
+}
+
+fn histogram_ms<C: hdrhistogram::Counter>(h: &hdrhistogram::Histogram<C>) -> Vec<(f64, u64)> {
     if h.is_empty() {
         return Vec::new();
     }

@@ -1,0 +1,285 @@
+//! Reports of several proxies (one per app instance, or per member) combined into
+//! the report of their combined traffic: rows of the same shape summed, latency
+//! percentiles read off the sum of their recorded histograms (so they are those of
+//! one histogram that saw every operation), collections, apps, the timeline and the
+//! traffic notes summed.
+//!
+//! Findings are merged, not recomputed: a detector's state is not in the report.
+//! The same finding (kind, namespace and subject) from several reports is kept once,
+//! at its highest severity, with its `count` summed and `merged_from` saying how
+//! many reports had it. A smell whose halves went through different proxies (a
+//! parent read through one, its children through another) is seen by neither.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+use super::{
+    histogram_ms, round, AccessPattern, Amount, AppMix, CollectionMix, Finding, Latency, Report, Totals,
+    Traffic, Window, LOSSY_SHOWN,
+};
+
+/// The report of the traffic all of `reports` saw.
+pub fn merge(reports: &[Report]) -> Result<Report, String> {
+    let first = reports.first().ok_or("nothing to merge")?;
+    for (i, r) in reports.iter().enumerate() {
+        if r.schema != first.schema {
+            return Err(format!("report {} has schema {}, the first has {}", i + 1, r.schema, first.schema));
+        }
+        if let Some(p) = r
+            .access_patterns
+            .iter()
+            .find(|p| p.count > 0 && p.latency_ms.is_some() && p.latency_us_recorded.is_empty())
+        {
+            return Err(format!(
+                "report {} has no recorded latencies for {} {} (written by a mongotap before 0.1's merge support): its percentiles cannot be combined",
+                i + 1,
+                p.command,
+                p.namespace
+            ));
+        }
+    }
+    let start_us =
+        reports.iter().filter(|r| r.totals.events > 0).map(|r| r.window.start_us).min().unwrap_or(0);
+    let end_us = reports.iter().map(|r| r.window.end_us).max().unwrap_or(0);
+    let seconds = end_us.saturating_sub(start_us) as f64 / 1e6;
+    let totals = reports.iter().fold(Totals::default(), |mut t, r| {
+        t.connections += r.totals.connections;
+        t.requests += r.totals.requests;
+        t.replies += r.totals.replies;
+        t.events_dropped += r.totals.events_dropped;
+        t.parse_errors += r.totals.parse_errors;
+        t.operations += r.totals.operations;
+        t.events += r.totals.events;
+        t
+    });
+    let mut rows: BTreeMap<String, Merged> = BTreeMap::new();
+    for p in reports.iter().flat_map(|r| &r.access_patterns) {
+        rows.entry(p.shape_id.clone()).or_insert_with(|| Merged::new(p)).add(p)?;
+    }
+    let total_ops = totals.operations.max(1) as f64;
+    let mut access_patterns: Vec<AccessPattern> =
+        rows.into_values().map(|m| m.finish(total_ops, seconds)).collect();
+    access_patterns.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.shape_id.cmp(&b.shape_id)));
+
+    let mut collections: BTreeMap<String, CollectionMix> = BTreeMap::new();
+    for p in &access_patterns {
+        let c = collections.entry(p.namespace.clone()).or_insert_with(|| CollectionMix {
+            namespace: p.namespace.clone(),
+            reads: 0,
+            writes: 0,
+            other: 0,
+        });
+        match p.category.as_str() {
+            "read" => c.reads += p.count,
+            "write" => c.writes += p.count,
+            _ => c.other += p.count,
+        }
+    }
+    let mut collections: Vec<CollectionMix> = collections.into_values().collect();
+    collections.sort_by(|a, b| {
+        (b.reads + b.writes).cmp(&(a.reads + a.writes)).then_with(|| a.namespace.cmp(&b.namespace))
+    });
+
+    let mut apps: BTreeMap<String, (u64, std::collections::BTreeSet<String>)> = BTreeMap::new();
+    for a in reports.iter().flat_map(|r| &r.apps) {
+        let e = apps.entry(a.app.clone()).or_default();
+        e.0 += a.operations;
+        e.1.extend(a.namespaces.iter().cloned());
+    }
+    let mut apps: Vec<AppMix> = apps
+        .into_iter()
+        .map(|(app, (operations, ns))| AppMix { app, operations, namespaces: ns.into_iter().collect() })
+        .collect();
+    apps.sort_by(|a, b| b.operations.cmp(&a.operations).then_with(|| a.app.cmp(&b.app)));
+
+    let mut timeline: BTreeMap<u64, u64> = BTreeMap::new();
+    for (s, n) in reports.iter().flat_map(|r| &r.timeline) {
+        *timeline.entry(*s).or_default() += n;
+    }
+
+    Ok(Report {
+        schema: first.schema,
+        tool: first.tool.clone(),
+        window: Window {
+            start: super::rfc3339(start_us),
+            end: super::rfc3339(end_us),
+            seconds: round(seconds, 3),
+            start_us,
+            end_us,
+        },
+        totals,
+        access_patterns,
+        findings: merge_findings(reports),
+        collections,
+        apps,
+        timeline: timeline.into_iter().collect(),
+        traffic: merge_traffic(reports),
+    })
+}
+
+/// One row being summed.
+struct Merged {
+    p: AccessPattern,
+    latencies: Histogram<u64>,
+    first: bool,
+}
+
+impl Merged {
+    fn new(p: &AccessPattern) -> Merged {
+        Merged {
+            p: p.clone(),
+            latencies: Histogram::new(2).expect("2 significant figures are valid"),
+            first: true,
+        }
+    }
+
+    fn add(&mut self, p: &AccessPattern) -> Result<(), String> {
+        for &[value, count] in &p.latency_us_recorded {
+            self.latencies
+                .record_n(value, count)
+                .map_err(|e| format!("a recorded latency of {value} us: {e}"))?;
+        }
+        if std::mem::take(&mut self.first) {
+            return Ok(());
+        }
+        let m = &mut self.p;
+        m.count += p.count;
+        m.docs_returned.total += p.docs_returned.total;
+        m.request_bytes.total += p.request_bytes.total;
+        m.reply_bytes.total += p.reply_bytes.total;
+        m.errors += p.errors;
+        m.statements += p.statements;
+        for (code, n) in &p.errors_by_code {
+            *m.errors_by_code.entry(code.clone()).or_default() += n;
+        }
+        m.apps = union(&m.apps, &p.apps);
+        m.fields_read = union(&m.fields_read, &p.fields_read);
+        m.example = m.example.take().or_else(|| p.example.clone());
+        m.first_seen = std::cmp::min(m.first_seen.clone(), p.first_seen.clone());
+        m.last_seen = std::cmp::max(m.last_seen.clone(), p.last_seen.clone());
+        m.count_lower_bound |= p.count_lower_bound;
+        m.missed_estimate += p.missed_estimate;
+        Ok(())
+    }
+
+    fn finish(self, total_ops: f64, seconds: f64) -> AccessPattern {
+        let (mut p, h) = (self.p, self.latencies);
+        let mean = |total: u64| if p.count == 0 { 0.0 } else { round(total as f64 / p.count as f64, 1) };
+        p.docs_returned = Amount { total: p.docs_returned.total, mean: mean(p.docs_returned.total) };
+        p.request_bytes = Amount { total: p.request_bytes.total, mean: mean(p.request_bytes.total) };
+        p.reply_bytes = Amount { total: p.reply_bytes.total, mean: mean(p.reply_bytes.total) };
+        p.share = round(p.count as f64 / total_ops, 4);
+        // Rows lie within the window, so the window is the longer span.
+        p.rate_per_s = round(p.count as f64 / seconds.max(1.0), 3);
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        p.latency_ms = (!h.is_empty()).then(|| Latency {
+            p50: ms(0.5),
+            p95: ms(0.95),
+            p99: ms(0.99),
+            max: h.max() as f64 / 1000.0,
+        });
+        p.latency_histogram_ms = histogram_ms(&h);
+        p.latency_us_recorded = super::recorded(&h);
+        p
+    }
+}
+
+fn union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = a.iter().chain(b).cloned().collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// What a finding is about: its kind, namespace and kind-specific subject.
+fn subject(f: &Finding) -> String {
+    format!("{}\u{1}{}\u{1}{}", f.kind, f.namespace, serde_json::to_string(&f.extra).unwrap_or_default())
+}
+
+fn severity_rank(s: &str) -> u8 {
+    match s {
+        "high" => 3,
+        "medium" => 2,
+        _ => 1,
+    }
+}
+
+fn merge_findings(reports: &[Report]) -> Vec<Finding> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by: BTreeMap<String, (Finding, u64, u64)> = BTreeMap::new();
+    for f in reports.iter().flat_map(|r| &r.findings) {
+        let key = subject(f);
+        let count = f.evidence.get("count").and_then(Value::as_u64).unwrap_or(0);
+        match by.get_mut(&key) {
+            None => {
+                order.push(key.clone());
+                by.insert(key, (f.clone(), count, 1));
+            }
+            Some((kept, total, reports)) => {
+                *total += count;
+                *reports += 1;
+                let better = (severity_rank(&f.severity), count)
+                    > (
+                        severity_rank(&kept.severity),
+                        kept.evidence.get("count").and_then(Value::as_u64).unwrap_or(0),
+                    );
+                if better {
+                    *kept = f.clone();
+                }
+                for id in &f.shape_ids {
+                    if !kept.shape_ids.contains(id) {
+                        kept.shape_ids.push(id.clone());
+                    }
+                }
+            }
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|k| by.remove(&k))
+        .map(|(mut f, total, n)| {
+            if n > 1 {
+                if let Some(e) = f.evidence.as_object_mut() {
+                    e.insert("count".into(), total.into());
+                    e.insert("merged_from".into(), n.into());
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+fn merge_traffic(reports: &[Report]) -> Traffic {
+    let mut t = Traffic::default();
+    for r in reports {
+        let x = &r.traffic;
+        for (k, n) in &x.legacy_messages {
+            *t.legacy_messages.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &x.compressed_messages {
+            *t.compressed_messages.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &x.detector_evictions {
+            *t.detector_evictions.entry(k.clone()).or_default() += n;
+        }
+        t.too_large += x.too_large;
+        t.unpaired_replies += x.unpaired_replies;
+        t.unanswered += x.unanswered;
+        t.other_shapes += x.other_shapes;
+        t.last_parse_error = x.last_parse_error.clone().or(t.last_parse_error.take());
+        t.gaps += x.gaps;
+        t.lossy_connections += x.lossy_connections;
+        t.lossy.extend(x.lossy.iter().cloned());
+        t.untracked_connections += x.untracked_connections;
+        t.untracked_messages += x.untracked_messages;
+        t.cursors.open += x.cursors.open;
+        t.cursors.untracked += x.cursors.untracked;
+        t.cursors.expired += x.cursors.expired;
+        t.cursors.killed += x.cursors.killed;
+    }
+    t.lossy.sort_by(|a, b| b.events_dropped.cmp(&a.events_dropped).then(a.connection.cmp(&b.connection)));
+    t.lossy.truncate(LOSSY_SHOWN);
+    t
+}
