@@ -33,6 +33,12 @@ pub enum Commands {
     ///
     /// Example: tcpdump -i lo -w cap.pcap port 27017; mongotap analyze cap.pcap --report-md report.md
     Analyze(AnalyzeArgs),
+    /// Send the requests of a raw trace (recorded with --capture-values) again to a
+    /// server, at the recorded pace, and compare latencies per shape before and after:
+    /// did the schema or index change help?
+    ///
+    /// Example: mongotap replay staging.mtt --target mongodb://127.0.0.1:27017 --speed 2
+    Replay(ReplayArgs),
     /// Re-render a saved JSON report, and gate CI on what is new versus a baseline.
     ///
     /// Example: mongotap report out/report.json --report-md out/report.md
@@ -169,6 +175,23 @@ pub struct TraceArgs {
         requires = "trace"
     )]
     pub trace_rotate_minutes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Raw trace files (their parts in order).
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// The server to send them to: host:port or a mongodb:// URI (its first host; no
+    /// auth or TLS: replay a staging copy).
+    #[arg(long, value_name = "URI")]
+    pub target: String,
+    /// Pace: 1 is as recorded, 2 twice as fast.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Reports of the replayed traffic (the table below compares it with the trace).
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
 }
 
 #[derive(Debug, Args)]

@@ -28,4 +28,5 @@ pub mod offline;
 pub mod output;
 pub mod proxy;
 pub mod recording;
+pub mod replay;
 pub mod side_connection;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use cli::{AnalyzeArgs, Cli, Commands, ProxyArgs, ReportArgs};
+use cli::{AnalyzeArgs, Cli, Commands, ProxyArgs, ReplayArgs, ReportArgs};
 use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
 use mongotap::side_connection::{SideConfig, SideConnection};
@@ -52,6 +52,7 @@ fn main() -> ExitCode {
         }
         Commands::Record(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
         Commands::Analyze(args) => run_analyze(args, thresholds).map(|()| ExitCode::SUCCESS),
+        Commands::Replay(args) => run_replay(args, thresholds),
         Commands::Report(args) => run_report(args),
         Commands::Detectors(_) => {
             print!("{}", thresholds.to_toml_comments());
@@ -194,6 +195,40 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
     }
     eprint!("{}", summary(&r));
     Ok(())
+}
+
+fn run_replay(args: ReplayArgs, thresholds: Thresholds) -> Result<ExitCode, String> {
+    if !(args.speed > 0.0 && args.speed.is_finite()) {
+        return Err(format!("--speed must be a positive number, not {}", args.speed));
+    }
+    let target = mongotap::proxy::upstream::parse_upstream(&args.target)?;
+    let pipeline = || {
+        Pipeline::with_detectors(
+            Limits::default(),
+            TableLimits::default(),
+            Detectors::with_catalog(thresholds.clone(), IndexCatalog::shared()),
+        )
+    };
+    let (mut before, mut after) = (pipeline(), pipeline());
+    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
+    let stats =
+        rt.block_on(mongotap::replay::replay(&args.traces, &target, args.speed, &mut before, &mut after))?;
+    let (b, a) = (Report::build(&before, RunFacts::default()), Report::build(&after, RunFacts::default()));
+    outputs(&args.outputs).write(&a).map_err(|e| format!("writing the report: {e}"))?;
+    println!(
+        "Replayed {} requests on {} connections to {target} ({} answered; left out: {} auth commands, {} awaitable hellos; {} cursor ids mapped)\n",
+        stats.sent, stats.connections, stats.answered, stats.auth_skipped, stats.monitoring_skipped, stats.cursors_mapped
+    );
+    print!("{}", mongotap::replay::compare(&b, &a));
+    if stats.failed_connections > 0 {
+        eprintln!(
+            "mongotap: {} connections could not be replayed to the end; the first: {}",
+            stats.failed_connections,
+            stats.first_failure.unwrap_or_default()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn report(proxy: &Proxy) -> Report {

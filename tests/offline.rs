@@ -344,3 +344,76 @@ async fn two_proxies_reports_merge_into_the_report_of_all_their_traffic() {
         merged["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "n_plus_one").unwrap();
     assert_eq!(n_plus_one["evidence"]["merged_from"], 2, "{n_plus_one:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_trace_replayed_against_a_fresh_server_gives_the_same_operations() {
+    let d = dir("replay");
+    let (trace, live) = (d.join("t.mtt"), d.join("live.json"));
+    {
+        let upstream = Upstream::start();
+        let args = [
+            "--admin",
+            "off",
+            "--no-side-connection",
+            "--report-json",
+            live.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+            "--capture-values",
+        ];
+        let mut m = Mongotap::start_as("record", &upstream.addr(), &args, &d.join("log")).await;
+        workload(&uri(m.addr, "replayed"), "replayed", 10).await;
+        m.kill("-TERM");
+    }
+    let fresh = Upstream::start();
+    let after = d.join("after.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .args([
+            "replay",
+            trace.to_str().unwrap(),
+            "--target",
+            &format!("mongodb://{}", fresh.addr()),
+            "--speed",
+            "4",
+            "--report-json",
+        ])
+        .arg(&after)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("| find `replayed.users`"), "{out}");
+    // Application operations, without the driver's handshakes and monitoring.
+    let app = |r: &Value| -> std::collections::BTreeMap<String, u64> {
+        counts(r)
+            .into_iter()
+            .filter(|(k, _)| !k.to_lowercase().contains("\"ismaster\"") && !k.contains("\"hello\""))
+            .collect()
+    };
+    let (before, after) = (read_json(&live), read_json(&after));
+    assert_eq!(app(&after), app(&before), "the replay ran the recorded operations");
+    assert_eq!(after["totals"]["parse_errors"], 0);
+    let errors: u64 =
+        after["access_patterns"].as_array().unwrap().iter().map(|p| p["errors"].as_u64().unwrap()).sum();
+    assert_eq!(errors, 0, "every replayed operation succeeded (cursor ids mapped)");
+    // A redacted trace cannot be replayed, and says why.
+    let redacted = d.join("r.mtt");
+    {
+        let upstream = Upstream::start();
+        let mut m = Mongotap::start_as(
+            "record",
+            &upstream.addr(),
+            &["--admin", "off", "--no-side-connection", "--trace", redacted.to_str().unwrap()],
+            &d.join("log2"),
+        )
+        .await;
+        workload(&uri(m.addr, "r"), "r", 2).await;
+        m.kill("-TERM");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .args(["replay", redacted.to_str().unwrap(), "--target", &fresh.addr()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--capture-values"));
+}

@@ -20,9 +20,10 @@
 //! | 6 | gap | at u64, dropped u64, n u32, n × (conn u64, events u64, closed u8) |
 //!
 //! `at` is microseconds since the Unix epoch; `dir` 0 is client to server, 1 server
-//! to client. A redacted message holds the message as [`crate::redact`] left it,
-//! uncompressed; `wire_len` and `compressor` (255: none) say what it was on the wire.
-//! A raw message holds the bytes as forwarded.
+//! to client. A message with `redacted` 1 holds the message as [`crate::redact`]
+//! left it (values replaced, or an auth message reduced to its name), uncompressed;
+//! `wire_len` and `compressor` (255: none) say what it was on the wire. With
+//! `redacted` 0 it holds the bytes as forwarded (raw traces).
 
 use serde::{Deserialize, Serialize};
 

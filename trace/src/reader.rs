@@ -80,7 +80,7 @@ impl TraceReader {
     pub fn next_event(&mut self) -> Option<TapEvent> {
         while !self.done {
             let record = self.record()?;
-            match decode(&record, self.header.is_raw()) {
+            match decode(&record) {
                 Ok(ev) => return Some(ev),
                 Err(e) => {
                     // A record that does not decode: say so and stop, as for a cut.
@@ -146,7 +146,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// One record's event.
-fn decode(rec: &[u8], raw: bool) -> Result<TapEvent, String> {
+fn decode(rec: &[u8]) -> Result<TapEvent, String> {
     let mut r = Fields { b: rec, at: 1 };
     let ev = match rec[0] {
         kind::OPENED => {
@@ -163,7 +163,7 @@ fn decode(rec: &[u8], raw: bool) -> Result<TapEvent, String> {
             let compressor = r.u8()?;
             let bytes = Bytes::copy_from_slice(r.rest());
             let frame = Frame::from_bytes(bytes).map_err(|e| e.to_string())?;
-            if redacted && !raw {
+            if redacted {
                 let compressor = match compressor {
                     NO_COMPRESSOR => None,
                     id => Compressor::from_id(id).ok(),

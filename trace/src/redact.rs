@@ -151,8 +151,10 @@ enum Mode {
 /// A message as the trace keeps it.
 #[derive(Debug)]
 pub enum Redacted {
-    /// The message, values replaced, uncompressed.
+    /// The message, values replaced (or an auth message reduced), uncompressed.
     Kept(Vec<u8>),
+    /// The message as it was forwarded (raw traces: not an auth message).
+    Unchanged,
     /// Not kept: the reason (its BSON did not walk, or its opcode is a legacy one
     /// whose layout is not redacted).
     Dropped(String),
@@ -161,6 +163,8 @@ pub enum Redacted {
 /// Redacts the messages of one trace under one secret.
 pub struct Redactor {
     key: hmac::Key,
+    /// Replace literal values (else only auth is reduced: `--capture-values`).
+    values: bool,
     /// Per connection, the request ids of sensitive requests awaiting their replies.
     sensitive: HashMap<ConnId, Vec<i32>>,
 }
@@ -177,9 +181,14 @@ impl Redactor {
         Ok(Redactor::with_secret(&secret))
     }
 
+    /// A redactor that keeps values and reduces only auth messages (raw traces).
+    pub fn auth_only() -> Redactor {
+        Redactor { values: false, ..Redactor::with_secret(b"") }
+    }
+
     /// A redactor under a given secret (tests).
     pub fn with_secret(secret: &[u8]) -> Redactor {
-        Redactor { key: hmac::Key::new(hmac::HMAC_SHA256, secret), sensitive: HashMap::new() }
+        Redactor { key: hmac::Key::new(hmac::HMAC_SHA256, secret), values: true, sensitive: HashMap::new() }
     }
 
     /// Forgets a connection.
@@ -211,6 +220,7 @@ impl Redactor {
             .map_err(|e| e.to_string());
         let message = match decoded {
             Ok(m) => m,
+            Err(_) if !self.values => return Redacted::Unchanged,
             Err(e) => return Redacted::Dropped(e),
         };
         if let Some(c) = Command::from_message(&message) {
@@ -222,6 +232,9 @@ impl Redactor {
                 ids.push(header.request_id);
                 return sensitive_request(&c, &message, header);
             }
+        }
+        if !self.values {
+            return Redacted::Unchanged;
         }
         match self.walk_message(&mut plain, header, true) {
             Ok(()) => Redacted::Kept(plain),
@@ -235,6 +248,9 @@ impl Redactor {
                 ids.remove(i);
                 return sensitive_reply(&plain, header);
             }
+        }
+        if !self.values {
+            return Redacted::Unchanged;
         }
         match self.walk_message(&mut plain, header, false) {
             Ok(()) => Redacted::Kept(plain),
@@ -758,7 +774,7 @@ mod tests {
                     other => panic!("{other:?}"),
                 }
             }
-            Redacted::Dropped(e) => panic!("{e}"),
+            other => panic!("{other:?}"),
         }
     }
 
@@ -777,7 +793,7 @@ mod tests {
         );
         let out = match r.message(1, Direction::ToServer, &f) {
             Redacted::Kept(b) => b,
-            Redacted::Dropped(e) => panic!("{e}"),
+            other => panic!("{other:?}"),
         };
         assert_eq!(out.len(), f.bytes.len(), "sizes kept");
         assert!(!contains(&out, b"alice@example.com"));
@@ -892,7 +908,7 @@ mod tests {
         );
         match r.message(1, Direction::ToServer, &f) {
             Redacted::Kept(b) => assert!(!contains(&b, b"alice") && !contains(&b, b"secretnonce")),
-            Redacted::Dropped(e) => panic!("{e}"),
+            other => panic!("{other:?}"),
         }
         let d = redact(&mut r, Direction::ToServer, &f);
         assert_eq!(d, doc! {"saslStart": 1, "$db": "admin"});
@@ -920,6 +936,21 @@ mod tests {
     }
 
     #[test]
+    fn raw_traces_keep_values_but_still_reduce_auth() {
+        let mut r = Redactor::auth_only();
+        let find = msg(doc! {"find": "c", "filter": {"email": "alice@example.com"}, "$db": "d"}, 1, 0);
+        assert!(matches!(r.message(1, Direction::ToServer, &find), Redacted::Unchanged));
+        let sasl = msg(
+            doc! {"saslContinue": 1, "conversationId": 1, "payload": "c=biws,r=nonce,p=proof", "$db": "admin"},
+            2,
+            0,
+        );
+        assert_eq!(redact(&mut r, Direction::ToServer, &sasl), doc! {"saslContinue": 1, "$db": "admin"});
+        let reply = msg(doc! {"conversationId": 1, "done": true, "payload": "v=signature", "ok": 1.0}, 3, 2);
+        assert_eq!(redact(&mut r, Direction::ToClient, &reply), doc! {"ok": 1.0});
+    }
+
+    #[test]
     fn checksums_are_recomputed_and_compressed_messages_inflated() {
         let mut r = Redactor::with_secret(b"k");
         let mut m =
@@ -928,7 +959,7 @@ mod tests {
         let f = Frame::from_bytes(m.encode(1, 0)).unwrap();
         let out = match r.message(1, Direction::ToServer, &f) {
             Redacted::Kept(b) => b,
-            Redacted::Dropped(e) => panic!("{e}"),
+            other => panic!("{other:?}"),
         };
         let back = Frame::from_bytes(bytes::Bytes::from(out)).unwrap();
         Message::decode(&back).expect("the checksum matches the new bytes");
@@ -940,7 +971,7 @@ mod tests {
                 assert_eq!(b.len(), f.bytes.len(), "stored inflated");
                 assert!(!contains(&b, b"secret"));
             }
-            Redacted::Dropped(e) => panic!("{e}"),
+            other => panic!("{other:?}"),
         }
     }
 

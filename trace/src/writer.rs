@@ -56,7 +56,7 @@ pub struct TraceWriter {
     header: Header,
     file: File,
     buf: Vec<u8>,
-    redactor: Option<Redactor>,
+    redactor: Redactor,
     part_bytes: u64,
     part_started: Instant,
     last_flush: Instant,
@@ -66,7 +66,7 @@ pub struct TraceWriter {
 impl TraceWriter {
     /// Creates the first file and writes its header.
     pub fn create(opts: TraceOptions, started_at: u64) -> Result<TraceWriter, String> {
-        let redactor = if opts.raw { None } else { Some(Redactor::new()?) };
+        let redactor = if opts.raw { Redactor::auth_only() } else { Redactor::new()? };
         let header = Header {
             format: "mongotap-trace".into(),
             version: VERSION,
@@ -132,21 +132,9 @@ impl TraceWriter {
                     }
                     _ => NO_COMPRESSOR,
                 };
-                let kept = match &mut self.redactor {
-                    None => Redacted::Kept(frame.bytes.to_vec()),
-                    Some(r) => r.message(*conn, *dir, frame),
-                };
-                match kept {
-                    Redacted::Kept(bytes) => {
-                        self.buf.push(kind::MESSAGE);
-                        put_u64(&mut self.buf, *conn);
-                        put_u64(&mut self.buf, *at);
-                        self.buf.push(dir_byte(*dir));
-                        self.buf.push(u8::from(self.redactor.is_some()));
-                        self.buf.extend_from_slice(&(frame.bytes.len() as u32).to_le_bytes());
-                        self.buf.push(compressor);
-                        self.buf.extend_from_slice(&bytes);
-                    }
+                let (bytes, changed) = match self.redactor.message(*conn, *dir, frame) {
+                    Redacted::Kept(bytes) => (Some(bytes), true),
+                    Redacted::Unchanged => (None, false),
                     Redacted::Dropped(reason) => {
                         self.stats.not_redacted += 1;
                         self.buf.push(kind::UNFRAMEABLE);
@@ -154,8 +142,17 @@ impl TraceWriter {
                         put_u64(&mut self.buf, *at);
                         self.buf.push(dir_byte(*dir));
                         self.buf.extend_from_slice(format!("not kept in the trace: {reason}").as_bytes());
+                        return self.end_record(start);
                     }
-                }
+                };
+                self.buf.push(kind::MESSAGE);
+                put_u64(&mut self.buf, *conn);
+                put_u64(&mut self.buf, *at);
+                self.buf.push(dir_byte(*dir));
+                self.buf.push(u8::from(changed));
+                self.buf.extend_from_slice(&(frame.bytes.len() as u32).to_le_bytes());
+                self.buf.push(compressor);
+                self.buf.extend_from_slice(bytes.as_deref().unwrap_or(&frame.bytes));
             }
             TapEvent::Recorded { .. } => return Err("a recorded event cannot be recorded again".into()),
             TapEvent::TooLarge { conn, dir, at, header } => {
@@ -173,9 +170,7 @@ impl TraceWriter {
                 self.buf.extend_from_slice(error.to_string().as_bytes());
             }
             TapEvent::Closed { conn, at } => {
-                if let Some(r) = &mut self.redactor {
-                    r.closed(*conn);
-                }
+                self.redactor.closed(*conn);
                 self.buf.push(kind::CLOSED);
                 put_u64(&mut self.buf, *conn);
                 put_u64(&mut self.buf, *at);
@@ -192,6 +187,11 @@ impl TraceWriter {
                 }
             }
         }
+        self.end_record(start)
+    }
+
+    /// Fills in the length of the record begun at `start`.
+    fn end_record(&mut self, start: usize) -> Result<(), String> {
         let len = (self.buf.len() - start - 4) as u32;
         self.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
         self.stats.records += 1;
