@@ -77,12 +77,13 @@ fn run(
     crate::analysis::lower_priority();
     let path = w.current_path();
     tracing::info!(trace = %path.display(), "recording a trace");
-    // A failing disk is said once, and its end once.
-    let mut failing = false;
+    // A failing disk is said once, and its end once: when a frame is written again.
+    let mut failing: Option<u64> = None;
     let mut part = 0;
     let mut report = |r: Result<(), String>, w: &TraceWriter| match r {
         Ok(()) => {
-            if std::mem::take(&mut failing) {
+            if failing.is_some_and(|bytes| w.stats().bytes > bytes) {
+                failing = None;
                 tracing::info!("the trace is written again");
             }
             if w.stats().parts != part {
@@ -94,10 +95,10 @@ fn run(
         }
         Err(e) => {
             failed.fetch_add(1, Ordering::Relaxed);
-            if !failing {
-                failing = true;
+            if failing.is_none() {
                 tracing::error!("{e}; forwarding goes on, the records that cannot be written are let go, and the file stays readable up to them");
             }
+            failing = Some(w.stats().bytes);
         }
     };
     loop {

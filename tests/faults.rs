@@ -203,3 +203,58 @@ async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
     assert_eq!(leftovers, 0, "no half-written temporary file left behind");
     client.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_a_trace_is_said_once_and_the_trace_stays_readable() {
+    let upstream = Upstream::start();
+    let d = dir("full-trace");
+    let mnt = d.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted =
+        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "none"]).arg(&mnt).status().unwrap();
+    assert!(mounted.success(), "this test mounts a 256 KiB tmpfs: it needs root (CI runs as root)");
+    let _mnt = Mounted(mnt.clone());
+    let trace = mnt.join("t.mtt");
+    let args = ["--admin", "off", "--no-side-connection", "--trace", trace.to_str().unwrap()];
+    let mut proxy = Mongotap::start_as("record", &upstream.addr(), &args, &d.join("log")).await;
+    let client = Client::with_uri_str(uri(proxy.addr, "full-trace")).await.unwrap();
+    assert_eq!(pings(&client, 20).await, (20, 0));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let filler = mnt.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[7u8; 4096]).is_ok() {}
+        while f.write_all(&[7u8]).is_ok() {}
+    }
+    // Frames are written every second: three seconds of refused writes.
+    let until = Instant::now() + Duration::from_millis(3500);
+    while Instant::now() < until {
+        assert_eq!(pings(&client, 20).await, (20, 0), "forwarding goes on with the disk full");
+    }
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(pings(&client, 20).await, (20, 0));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    client.shutdown().await;
+    proxy.kill("-TERM");
+    let log = std::fs::read_to_string(d.join("log")).unwrap();
+    assert_eq!(
+        log.matches("forwarding goes on, the records that cannot be written").count(),
+        1,
+        "said once:\n{log}"
+    );
+    assert_eq!(log.matches("the trace is written again").count(), 1, "and its end:\n{log}");
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .arg("analyze")
+        .arg(&trace)
+        .arg("--report-json")
+        .arg(d.join("r.json"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("r.json")).unwrap()).unwrap();
+    let ops = r["totals"]["operations"].as_u64().unwrap();
+    assert!(ops >= 40, "before and after the full disk: {ops}");
+    assert!(r["traffic"]["gaps"].as_u64().unwrap() >= 1, "the lost records are a gap in the trace");
+}

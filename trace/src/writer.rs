@@ -61,6 +61,10 @@ pub struct TraceWriter {
     part_started: Instant,
     last_flush: Instant,
     stats: TraceStats,
+    /// Records in `buf`, and records lost with frames the disk refused, not yet
+    /// written into the trace as a gap.
+    buffered: u64,
+    lost: u64,
 }
 
 impl TraceWriter {
@@ -89,6 +93,8 @@ impl TraceWriter {
             part_started: now,
             last_flush: now,
             stats: TraceStats { parts: 1, ..TraceStats::default() },
+            buffered: 0,
+            lost: 0,
         };
         w.start_part()?;
         Ok(w)
@@ -114,6 +120,12 @@ impl TraceWriter {
 
     /// Adds one event.
     pub fn write(&mut self, ev: &TapEvent) -> Result<(), String> {
+        if self.lost > 0 && !matches!(ev, TapEvent::Gap { .. }) {
+            // Records went with a frame the disk refused: the analysis must know of
+            // the hole, as of one the tap made.
+            let dropped = std::mem::take(&mut self.lost);
+            self.write(&TapEvent::Gap { at: ev.at(), dropped, lost: Vec::new() })?;
+        }
         let start = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]);
         match ev {
@@ -195,6 +207,7 @@ impl TraceWriter {
         let len = (self.buf.len() - start - 4) as u32;
         self.buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
         self.stats.records += 1;
+        self.buffered += 1;
         if self.buf.len() >= FLUSH_BYTES {
             self.flush()?;
         }
@@ -230,6 +243,7 @@ impl TraceWriter {
         let frame =
             zstd::bulk::compress(&self.buf, LEVEL).map_err(|e| format!("compressing the trace: {e}"))?;
         self.buf.clear();
+        let records = std::mem::take(&mut self.buffered);
         if let Err(e) = self.file.write_all(&frame) {
             // A frame half written (a full disk) is cut off again, so the file stays
             // readable to its last whole frame and later frames follow that one.
@@ -237,6 +251,7 @@ impl TraceWriter {
             let _ = self.file.set_len(self.part_bytes);
             let _ = self.file.seek(std::io::SeekFrom::Start(self.part_bytes));
             self.stats.lost_frames += 1;
+            self.lost += records;
             return Err(format!("writing {}: {e}", self.current_path().display()));
         }
         self.part_bytes += frame.len() as u64;

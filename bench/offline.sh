@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Offline analysis speed (issue #15): a capture of real pymongo traffic to SecantusDB made
+# with dumpcap, then `mongotap analyze` (shapes, table, every detector, a JSON report) and
+# tshark's MongoDB dissector (decoding only: the opcode of every message) on the same file,
+# each run three times, one after the other, in this one run. Prints the medians and the ratio.
+#   ./bench/offline.sh [TARGET_MB]      (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target_mb=${1:-10}
+[ -x .venv/bin/secantusd-py ] || ./scripts/setup.sh python
+command -v tshark >/dev/null || { echo "tshark is missing: ./scripts/setup.sh installs it" >&2; exit 2; }
+[ -x target/release/mongotap ] || cargo build --release --quiet -p mongotap
+work=$(mktemp -d /tmp/mongotap-offline-bench.XXXXXX)
+port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cleanup() {
+  [ -n "${cap_pid:-}" ] && kill -INT "$cap_pid" 2>/dev/null || true
+  [ -n "${db_pid:-}" ] && kill "$db_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+.venv/bin/secantusd-py --host 127.0.0.1 --port "$port" --storage-path :memory: --standalone --log-level WARNING \
+  >"$work/db.log" 2>&1 &
+db_pid=$!
+dumpcap -q -i lo -f "tcp port $port" -w "$work/cap.pcapng" >"$work/dumpcap.log" 2>&1 &
+cap_pid=$!
+sleep 1.5
+# The seven examples' bad versions, over and over, until the capture is big enough.
+round=0
+while [ "$(stat -c %s "$work/cap.pcapng" 2>/dev/null || echo 0)" -lt $((target_mb * 1024 * 1024)) ]; do
+  for ex in order_page blog reviews order_updates sensors order_history display_name; do
+    .venv/bin/python "examples/$ex/app.py" "mongodb://127.0.0.1:$port/?directConnection=true&appName=$ex" \
+      "${ex}_$round" bad >/dev/null
+  done
+  round=$((round + 1))
+done
+sleep 1
+kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null || true; cap_pid=
+size=$(stat -c %s "$work/cap.pcapng")
+
+median() { sort -n | sed -n 2p; }
+time_of() { # seconds of wall time of "$@", stdout discarded
+  local t0 t1
+  t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc -l
+}
+m=$(for _ in 1 2 3; do time_of target/release/mongotap analyze "$work/cap.pcapng" --port "$port" --report-json "$work/r.json"; done | median)
+t=$(for _ in 1 2 3; do time_of tshark -r "$work/cap.pcapng" -d "tcp.port==$port,mongo" -Y mongo -T fields -e mongo.opcode; done | median)
+messages=$(tshark -r "$work/cap.pcapng" -d "tcp.port==$port,mongo" -Y mongo -T fields -e mongo.opcode 2>/dev/null | wc -l)
+ops=$(.venv/bin/python -c "import json; print(json.load(open('$work/r.json'))['totals']['operations'])")
+printf 'capture: %.1f MB, %s packets with MongoDB messages (tshark), %s operations (mongotap)\n' \
+  "$(echo "$size / 1048576" | bc -l)" "$messages" "$ops"
+printf 'mongotap analyze (every detector, JSON report): %.3f s   tshark (opcode of each message): %.3f s\n' "$m" "$t"
+printf 'offline analysis of a pcap: mongotap is %.1fx faster than tshark decoding the same file\n' "$(echo "$t / $m" | bc -l)"
