@@ -5,7 +5,7 @@
 //! and so is a connection that started before the capture: both are picked up
 //! again at the next plausible message header.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
 use bytes::{Buf, BytesMut};
@@ -96,7 +96,7 @@ struct Half {
 impl Reassembler {
     /// A reassembler; `port` names the server's port when known.
     pub fn new(port: Option<u16>) -> Reassembler {
-        Reassembler { port, flows: HashMap::new(), next_conn: 1, stats: TcpStats::default(), last_at: 0 }
+        Reassembler { port, flows: HashMap::default(), next_conn: 1, stats: TcpStats::default(), last_at: 0 }
     }
 
     /// What it saw so far.
