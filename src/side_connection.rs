@@ -143,7 +143,7 @@ impl SideConnection {
             match tokio::time::timeout(TIMEOUT, list_indexes(&c, &ns)).await {
                 Ok(Ok(specs)) => {
                     if st.healthy != Some(true) {
-                        tracing::info!(upstream = %self.config.upstream, "side connection: reading the indexes of the collections in use (listIndexes)");
+                        tracing::info!(upstream = %without_credentials(&self.config.upstream), "side connection: reading the indexes of the collections in use (listIndexes)");
                         st.healthy = Some(true);
                     }
                     let mut cat = self.lock();
@@ -163,7 +163,7 @@ impl SideConnection {
                     };
                     if st.healthy != Some(false) {
                         tracing::warn!(
-                            upstream = %self.config.upstream,
+                            upstream = %without_credentials(&self.config.upstream),
                             "side connection: cannot read indexes ({why}); using what the traffic shows, retrying every {BACKOFF:?}"
                         );
                         st.healthy = Some(false);
@@ -291,5 +291,34 @@ mod tests {
         "inputStage": {"stage": "IXSCAN"}}}, "executionStats": {"nReturned": 5_i64, "totalKeysExamined": 5_i64,
         "totalDocsExamined": 5_i64}}}], "ok": 1.0};
         assert_eq!(explained(&agg).unwrap().plan, "FETCH <- IXSCAN");
+    }
+}
+
+/// A URI fit for a log: its user name and password, if any, replaced by `***`.
+pub fn without_credentials(uri: &str) -> String {
+    match uri.split_once("://") {
+        Some((scheme, rest)) => {
+            let hosts_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            match rest[..hosts_end].rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => uri.to_owned(),
+            }
+        }
+        None => uri.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::without_credentials;
+
+    #[test]
+    fn credentials_never_reach_a_log() {
+        assert_eq!(
+            without_credentials("mongodb://u:p%40ss@h1:1,h2:2/db?authSource=admin"),
+            "mongodb://***@h1:1,h2:2/db?authSource=admin"
+        );
+        assert_eq!(without_credentials("mongodb://h:1/?appName=a@b"), "mongodb://h:1/?appName=a@b");
+        assert_eq!(without_credentials("127.0.0.1:27017"), "127.0.0.1:27017");
     }
 }

@@ -3,7 +3,7 @@
 //! the byte streams are put back together by [`super::tcp`].
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
@@ -36,17 +36,26 @@ pub fn read(
     opts: &OfflineOptions,
 ) -> Result<Vec<String>, String> {
     let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    let mut head = [0u8; 4];
-    {
-        use std::io::Read;
-        let mut f = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-        f.read_exact(&mut head).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    }
-    let input = BufReader::with_capacity(1 << 20, file);
+    read_from(BufReader::with_capacity(1 << 20, file), &path.display().to_string(), emit, opts)
+}
+
+/// Reads a capture from any source (`name` is for messages).
+pub fn read_from(
+    mut input: impl BufRead,
+    name: &str,
+    emit: &mut dyn FnMut(TapEvent),
+    opts: &OfflineOptions,
+) -> Result<Vec<String>, String> {
+    let head: [u8; 4] = input
+        .fill_buf()
+        .ok()
+        .and_then(|b| b.get(..4))
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| format!("{name}: too short for a capture"))?;
     let mut tcp = Reassembler::new(opts.port);
     let mut packets = 0u64;
     let mut not_tcp = 0u64;
-    let mut progress = Progress::new(path, opts.progress);
+    let mut progress = Progress::new(Path::new(name), opts.progress);
     let mut on_packet = |link: DataLink, ts: std::time::Duration, data: &[u8], tcp: &mut Reassembler| {
         packets += 1;
         progress.tick(packets);
@@ -57,7 +66,7 @@ pub fn read(
     };
     let mut error = None;
     if head == [0x0a, 0x0d, 0x0d, 0x0a] {
-        let mut r = PcapNgReader::new(input).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut r = PcapNgReader::new(input).map_err(|e| format!("{name}: {e}"))?;
         // The link types and timestamp units of this section's interfaces, by id.
         let mut links: Vec<DataLink> = Vec::new();
         let mut units: Vec<u8> = Vec::new();
@@ -95,7 +104,7 @@ pub fn read(
             }
         }
     } else {
-        let mut r = PcapReader::new(input).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut r = PcapReader::new(input).map_err(|e| format!("{name}: {e}"))?;
         let link = r.header().datalink;
         while let Some(p) = r.next_packet() {
             match p {
@@ -136,8 +145,7 @@ pub fn read(
     }
     if let Some(e) = error {
         notes.push(format!(
-            "{}: the capture ends with an unreadable block ({e}); everything before it was read",
-            path.display()
+            "{name}: the capture ends with an unreadable block ({e}); everything before it was read"
         ));
     }
     Ok(notes)

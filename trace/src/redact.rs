@@ -232,6 +232,10 @@ impl Redactor {
                 ids.push(header.request_id);
                 return sensitive_request(&c, &message, header);
             }
+            // A hello naming the user whose mechanisms it asks for: the name goes.
+            if c.is_hello() && c.body.get("saslSupportedMechs").ok().flatten().is_some() {
+                return sensitive_request(&c, &message, header);
+            }
         }
         if !self.values {
             return Redacted::Unchanged;
@@ -617,7 +621,8 @@ fn is_catalog_cursor(doc: &[u8]) -> bool {
     d.get_str("ns").is_ok_and(|ns| ns.contains(".$cmd.list"))
 }
 
-/// An auth request as kept: its name and database (and a hello's other fields).
+/// An auth request as kept: its name and database (and a hello's other fields but
+/// the user it names and its speculative auth).
 fn sensitive_request(c: &Command<'_>, message: &Message, header: MsgHeader) -> Redacted {
     let mut body = bson::Document::new();
     if c.is_hello() {
@@ -625,9 +630,16 @@ fn sensitive_request(c: &Command<'_>, message: &Message, header: MsgHeader) -> R
             return Redacted::Dropped("a hello that does not decode".into());
         };
         for (k, v) in full {
-            let v =
-                if k == "speculativeAuthenticate" { bson::Bson::Document(bson::Document::new()) } else { v };
-            body.insert(k, v);
+            match k.as_str() {
+                "speculativeAuthenticate" => {
+                    body.insert(k, bson::Document::new());
+                }
+                // "db.user": the user the driver is about to log in as.
+                "saslSupportedMechs" => {}
+                _ => {
+                    body.insert(k, v);
+                }
+            }
         }
     } else {
         body.insert(c.name, 1);
@@ -926,6 +938,14 @@ mod tests {
         );
         let h = redact(&mut r, Direction::ToServer, &hello);
         assert_eq!(h.get_document("speculativeAuthenticate").unwrap(), &doc! {});
+        let named = msg(doc! {"hello": 1, "saslSupportedMechs": "admin.alice", "$db": "admin"}, 9, 0);
+        for mut r in [Redactor::with_secret(b"k"), Redactor::auth_only()] {
+            assert_eq!(
+                redact(&mut r, Direction::ToServer, &named),
+                doc! {"hello": 1, "$db": "admin"},
+                "no user name"
+            );
+        }
         assert_eq!(h.get_document("client").unwrap(), &doc! {"application": {"name": "shop"}});
         let hr = msg(
             doc! {"isWritablePrimary": true, "speculativeAuthenticate": {"payload": "secretnonce"}, "ok": 1.0},
