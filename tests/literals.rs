@@ -170,14 +170,6 @@ async fn legacy_op_query(addr: std::net::SocketAddr) {
     }
 }
 
-async fn http_get(addr: &str, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_marked_value_reaches_any_report_endpoint_or_log() {
     let upstream = Upstream::start();

@@ -12,7 +12,6 @@ use std::time::Duration;
 use bson::doc;
 use mongodb::Client;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const USER: &str = "alice-secret-user";
 const PASSWORD: &str = "Pa55-w0rd-SECRET-91";
@@ -33,14 +32,6 @@ fn dir() -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-async fn http_get(addr: &str, path: &str) -> String {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn assert_clean(what: &str, bytes: &[u8], needles: &[&str]) {

@@ -209,6 +209,15 @@ pub async fn wait_listening(addr: SocketAddr) {
     panic!("nothing listens on {addr}");
 }
 
+/// An HTTP GET of `path` on `addr` (the admin endpoint): the whole response.
+pub async fn http_get(addr: &str, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Bytes seen on each relayed connection: [client to server, server to client].
 pub type Recorded = std::sync::Arc<std::sync::Mutex<Vec<[Vec<u8>; 2]>>>;
 
