@@ -81,6 +81,9 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         }
         thresholds.assumed_rtt_ms = rtt;
     }
+    if args.trace.capture_values {
+        tracing::warn!("--capture-values: the trace keeps every value as it was sent, that is your data: keep it on staging, share it as you would the database, delete it when done (auth commands are still reduced to their names)");
+    }
     let catalog = IndexCatalog::shared();
     let pipeline = Pipeline::with_detectors(
         Limits::default(),

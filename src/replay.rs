@@ -60,6 +60,8 @@ pub async fn replay(
 ) -> Result<ReplayStats, String> {
     let mut conns: HashMap<ConnId, Vec<Request>> = HashMap::new();
     let mut by_id: HashMap<(ConnId, i32), usize> = HashMap::new();
+    // Each trace numbers its connections from 1: the parts of one trace share them.
+    let mut sources: Vec<String> = Vec::new();
     for path in traces {
         let mut r = TraceReader::open(path)?;
         if !r.header().is_raw() {
@@ -68,8 +70,23 @@ pub async fn replay(
                 path.display()
             ));
         }
+        let id = r.header().trace_id.clone();
+        let base = match sources.iter().position(|s| *s == id) {
+            Some(i) => (i as u64) << 40,
+            None => {
+                sources.push(id);
+                ((sources.len() - 1) as u64) << 40
+            }
+        };
         while let Some(ev) = r.next_event() {
-            if let TapEvent::Message { conn, dir, at, frame } = &ev {
+            // Auth messages come back reduced (Recorded): they are met and left out.
+            let message = match &ev {
+                TapEvent::Message { conn, dir, at, frame }
+                | TapEvent::Recorded { conn, dir, at, frame, .. } => Some((conn + base, *dir, *at, frame)),
+                _ => None,
+            };
+            if let Some((conn, dir, at, frame)) = message {
+                let (conn, at) = (&conn, &at);
                 match dir {
                     Direction::ToServer => {
                         let list = conns.entry(*conn).or_default();
@@ -87,12 +104,14 @@ pub async fn replay(
                     }
                 }
             }
-            before.feed(ev);
+            before.feed(crate::offline::rebase(ev, base));
         }
         if let Some(t) = r.truncated() {
             tracing::warn!("{}: {t}", path.display());
         }
     }
+    // Parts given out of order: each connection's requests in time order.
+    conns.values_mut().for_each(|v| v.sort_by_key(|r| r.at));
     let t0 = conns.values().filter_map(|v| v.first()).map(|r| r.at).min().unwrap_or(0);
     let start = Instant::now();
     let clock = Clock::new();
@@ -150,7 +169,7 @@ impl Connection {
         let client = stream.local_addr().map_err(|e| e.to_string())?;
         self.event(TapEvent::Opened { conn: self.conn, client, at: self.clock.now() });
         for r in requests {
-            let due = start + Duration::from_secs_f64((r.at - t0) as f64 / 1e6 / speed.max(1e-6));
+            let due = start + Duration::from_secs_f64(r.at.saturating_sub(t0) as f64 / 1e6 / speed.max(1e-6));
             tokio::time::sleep_until(due.into()).await;
             let (bytes, more_to_come) = match self.adapt(&r.frame)? {
                 Adapted::Send(bytes, more_to_come) => (bytes, more_to_come),
@@ -189,9 +208,10 @@ impl Connection {
                         self.cursors.lock().unwrap_or_else(|e| e.into_inner()).insert(orig, now);
                     }
                 }
-                let answers = reply.header.response_to == id;
                 self.event(TapEvent::Message { conn: self.conn, dir: Direction::ToClient, at, frame: reply });
-                if answers && !streaming {
+                // The last reply of the exchange: an exhaust stream's later replies
+                // answer the one before, not the request.
+                if !streaming {
                     self.stats().answered += 1;
                     break;
                 }

@@ -47,7 +47,7 @@ pub const CONNECTION_ENDED: i64 = 22944;
 const MAX_BATCH: u64 = 100_000;
 /// Longer lines are cut here (and then read as malformed), so a file without
 /// newlines cannot take all the memory.
-const MAX_LINE: usize = 64 << 20;
+pub const MAX_LINE: usize = 64 << 20;
 /// Connection ids of the server's own threads: above any `conn<N>`.
 const INTERNAL_CONNS: ConnId = 1 << 62;
 /// Server threads given an id of their own; the rest share one.
@@ -668,7 +668,7 @@ impl LogReader {
 
 /// Reads one line (its newline included) into `buf`, keeping at most `limit` bytes
 /// of it and skipping the rest. Returns the bytes consumed: 0 at the end.
-fn read_capped(input: &mut impl BufRead, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
+pub fn read_capped(input: &mut impl BufRead, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
     let kept = Read::take(&mut *input, limit as u64).read_until(b'\n', buf)?;
     if kept < limit || buf.last() == Some(&b'\n') {
         return Ok(kept);

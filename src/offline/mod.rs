@@ -83,14 +83,10 @@ pub fn analyze(
     let mut feeder =
         Feeder { pipeline, last_expire: None, events: 0, dropped: 0, base: 0, sources: Vec::new() };
     let mut out = Vec::new();
-    for path in inputs {
-        let kind = kind_of(path)?;
-        // Each source numbers its connections from 1: the parts of one rotated trace
-        // share their numbers, anything else gets numbers of its own.
-        let source = match kind {
-            InputKind::Trace => mongotap_trace::TraceReader::open(path)?.header().trace_id.clone(),
-            _ => path.display().to_string(),
-        };
+    // Each source numbers its connections from 1: the parts of one rotated trace
+    // share their numbers, anything else gets numbers of its own.
+    for (path, kind, source) in in_order(inputs)? {
+        let path = &path;
         feeder.base = match feeder.sources.iter().position(|s| *s == source) {
             Some(i) => (i as u64) << 40,
             None => {
@@ -113,6 +109,32 @@ pub fn analyze(
         });
     }
     Ok(out)
+}
+
+/// The inputs with their kinds and sources, the parts of each rotated trace in
+/// part order (a shell glob puts `t.mtt.10` before `t.mtt.2`) where its first
+/// named part stands. A trace whose header cannot be read is an error.
+fn in_order(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, InputKind, String)>, String> {
+    let mut all = Vec::new();
+    for path in inputs {
+        let kind = kind_of(path)?;
+        let (source, part) = match kind {
+            InputKind::Trace => {
+                let r = mongotap_trace::TraceReader::open(path)?;
+                (r.header().trace_id.clone(), r.header().part)
+            }
+            _ => (path.display().to_string(), 0),
+        };
+        all.push((path.clone(), kind, source, part));
+    }
+    let mut first: Vec<String> = Vec::new();
+    for (_, _, s, _) in &all {
+        if !first.contains(s) {
+            first.push(s.clone());
+        }
+    }
+    all.sort_by_key(|(_, _, s, part)| (first.iter().position(|f| f == s), *part));
+    Ok(all.into_iter().map(|(p, k, s, _)| (p, k, s)).collect())
 }
 
 /// Feeds events as the live analysis thread does, expiring by the events' own time
@@ -146,7 +168,7 @@ impl Feeder<'_> {
 }
 
 /// The event with `base` added to its connection numbers.
-fn rebase(ev: TapEvent, base: u64) -> TapEvent {
+pub(crate) fn rebase(ev: TapEvent, base: u64) -> TapEvent {
     if base == 0 {
         return ev;
     }
@@ -213,7 +235,6 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
 }
 
 fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
-    use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     let mut reader = mongotap_analyzers::mongod_log::LogReader::new();
@@ -221,17 +242,25 @@ fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Resu
     let (mut line, mut events) = (Vec::new(), Vec::new());
     loop {
         line.clear();
-        let n = input.read_until(b'\n', &mut line).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let n = mongotap_analyzers::mongod_log::read_capped(
+            &mut input,
+            &mut line,
+            mongotap_analyzers::mongod_log::MAX_LINE,
+        )
+        .map_err(|e| format!("reading {}: {e}", path.display()))?;
         if n == 0 {
             break;
         }
         let plan = reader.read_line(&String::from_utf8_lossy(&line), &mut events);
+        let before = feeder.pipeline.operations();
         for ev in events.drain(..) {
             feeder.feed(ev);
         }
-        // The log's own explain of the operation just fed: the worst one per shape.
-        if let (Some(plan), Some(shape), Some(catalog)) = (plan, feeder.pipeline.last_shape(), &opts.catalog)
-        {
+        // The log's own explain of the operation just fed (if it was: not when its
+        // connection was not analysed), the worst one per shape.
+        let fed = feeder.pipeline.operations() > before;
+        let shape = feeder.pipeline.last_shape().filter(|_| fed);
+        if let (Some(plan), Some(shape), Some(catalog)) = (plan, shape, &opts.catalog) {
             let mut c = catalog.lock().unwrap_or_else(|e| e.into_inner());
             let waste = |e: &mongotap_analyzers::detectors::catalog::Explained| {
                 e.docs_examined.max(e.keys_examined).saturating_sub(e.returned)

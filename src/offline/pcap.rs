@@ -123,6 +123,9 @@ pub fn read_from(
         "{packets} packets, {} TCP segments with data on {} connections; {} messages",
         s.segments, s.connections, s.messages
     )];
+    if s.other_segments > 0 {
+        notes.push(format!("{} segments of other ports were left out", s.other_segments));
+    }
     if not_tcp > 0 {
         notes.push(format!(
             "{not_tcp} packets were not TCP over IPv4/IPv6 (or were IP fragments) and were skipped"
@@ -224,4 +227,81 @@ fn tcp(src: IpAddr, dst: IpAddr, t: &[u8]) -> Option<Segment<'_>> {
         rst: flags & 0x04 != 0,
         payload: t.get(offset..)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+    use mongotap_analyzers::pipeline::Pipeline;
+    use mongotap_analyzers::report::{Report, RunFacts};
+    use mongotap_wire::{Compressor, Document, OpCompressed, OpMsg};
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+
+    /// An Ethernet/IPv4/TCP frame carrying `payload`.
+    fn packet(from_client: bool, seq: u32, payload: &[u8]) -> Vec<u8> {
+        let (src, dst, sport, dport) = if from_client {
+            ([10, 0, 0, 1], [10, 0, 0, 2], 50000u16, 27017u16)
+        } else {
+            ([10, 0, 0, 2], [10, 0, 0, 1], 27017, 50000)
+        };
+        let mut p = vec![0u8; 12];
+        p.extend_from_slice(&0x0800u16.to_be_bytes());
+        let total = (20 + 20 + payload.len()) as u16;
+        p.extend_from_slice(&[0x45, 0]);
+        p.extend_from_slice(&total.to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn a_capture_starting_mid_stream_with_compressed_messages_is_read() {
+        let req = |id: i32| {
+            OpMsg::new(Document::from_doc(&doc! {"find": "orders", "filter": {"k": id}, "$db": "shop"}))
+                .encode(id, 0)
+        };
+        let rep = |id: i32| {
+            let d =
+                doc! {"cursor": {"firstBatch": [{"_id": id}], "id": 0i64, "ns": "shop.orders"}, "ok": 1.0};
+            OpMsg::new(Document::from_doc(&d)).encode(100 + id, id)
+        };
+        let mut packets: Vec<(bool, Vec<u8>)> = Vec::new();
+        // The first request's first half was sent before the capture began.
+        let first = req(1);
+        packets.push((true, first[20..].to_vec()));
+        packets.push((false, rep(1).to_vec()));
+        for (id, c) in [(2, Compressor::Snappy), (3, Compressor::Zlib), (4, Compressor::Zstd)] {
+            packets.push((true, OpCompressed::compress(&req(id), c).to_vec()));
+            packets.push((false, OpCompressed::compress(&rep(id), c).to_vec()));
+        }
+        let mut file = Vec::new();
+        {
+            let mut w = PcapWriter::new(&mut file).unwrap();
+            let (mut cseq, mut sseq) = (5000u32, 9000u32);
+            for (i, (from_client, payload)) in packets.iter().enumerate() {
+                let seq = if *from_client { &mut cseq } else { &mut sseq };
+                let frame = packet(*from_client, *seq, payload);
+                *seq = seq.wrapping_add(payload.len() as u32);
+                let ts = std::time::Duration::from_millis(1_700_000_000_000 + i as u64);
+                w.write_packet(&PcapPacket::new(ts, frame.len() as u32, &frame)).unwrap();
+            }
+        }
+        let mut p = Pipeline::default();
+        let notes = read_from(&file[..], "mem", &mut |ev| p.feed(ev), &OfflineOptions::default()).unwrap();
+        assert!(notes.iter().any(|n| n.contains("started before the capture")), "{notes:?}");
+        let r = Report::build(&p, RunFacts::default());
+        assert_eq!(r.totals.operations, 3, "the cut request is skipped, the three compressed ones read");
+        let compressed: Vec<(&str, u64)> =
+            r.traffic.compressed_messages.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(compressed, vec![("snappy", 2), ("zlib", 2), ("zstd", 2)]);
+        assert_eq!(r.traffic.unpaired_replies, 1, "the cut request's reply");
+        assert_eq!(r.access_patterns[0].count, 3);
+    }
 }

@@ -60,6 +60,8 @@ pub struct TcpStats {
     pub skipped_bytes: u64,
     /// Connections that started before the capture.
     pub mid_stream: u64,
+    /// Segments of flows not on the server's port (with `--port`), left out.
+    pub other_segments: u64,
 }
 
 /// Puts connections back together.
@@ -107,8 +109,22 @@ impl Reassembler {
     /// Takes one segment captured at `at`.
     pub fn segment(&mut self, at: Micros, s: Segment<'_>, emit: &mut dyn FnMut(TapEvent)) {
         self.last_at = at;
+        if self.port.is_some_and(|p| s.src.port() != p && s.dst.port() != p) {
+            self.stats.other_segments += 1;
+            return;
+        }
         let forward = (s.src, s.dst);
         let backward = (s.dst, s.src);
+        // A client's SYN on addresses in use: the old connection's end was missed and
+        // these are a new one (a retransmitted SYN names the same first sequence).
+        if s.syn && !s.ack {
+            let isn = s.seq.wrapping_add(1);
+            if let Some(old) = self.flows.get(&forward).filter(|f| f.halves[0].next != Some(isn)) {
+                let conn = old.conn;
+                self.flows.remove(&forward);
+                emit(TapEvent::Closed { conn, at });
+            }
+        }
         let (key, dir) = if self.flows.contains_key(&forward) {
             (forward, Direction::ToServer)
         } else if self.flows.contains_key(&backward) {

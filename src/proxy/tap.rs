@@ -163,7 +163,8 @@ impl Tap {
                     self.lose_event(&ev);
                     return false;
                 }
-                self.send_reserved(ev)
+                // Offered to the trace above already.
+                self.offer_reserved(ev)
             }
             _ => self.offer(ev),
         }
@@ -190,6 +191,10 @@ impl Tap {
         if let Some(t) = &self.also {
             t.send(ev.clone());
         }
+        self.offer_reserved(ev)
+    }
+
+    fn offer_reserved(&self, ev: TapEvent) -> bool {
         let ev = match ev {
             TapEvent::Message { conn, dir, at, frame } => {
                 let len = frame.bytes.len() as u64;

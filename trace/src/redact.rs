@@ -87,7 +87,7 @@ const KEEP: &[&str] = &[
     "$explain",
     "$snapshot",
     "$maxTimeMS",
-    "$comment",
+    "cursors",
 ];
 
 /// Reply fields that are counts, codes and cluster facts.
@@ -134,6 +134,8 @@ enum Mode {
     Expr,
     /// A `$regex` pattern: hashed, an anchor kept.
     Pattern,
+    /// An update: a document (data) or an update pipeline.
+    Update,
     /// An aggregation pipeline (an array of stages).
     Pipeline,
     /// A request body's top level.
@@ -253,6 +255,11 @@ impl Redactor {
                 return sensitive_reply(&plain, header);
             }
         }
+        // An auth reply whose request the trace never saw (dropped, or before it
+        // began): known by its content.
+        if looks_like_auth_reply(&plain) {
+            return sensitive_reply(&plain, header);
+        }
         if !self.values {
             return Redacted::Unchanged;
         }
@@ -357,7 +364,10 @@ impl Redactor {
                 return Err("element overruns its document".into());
             }
             let key = std::str::from_utf8(&m[key_start..key_end]).unwrap_or("").to_owned();
-            let child = child_mode(mode, &key, first);
+            let child = match mode {
+                Mode::Command if first => first_value_mode(&key, kind),
+                _ => child_mode(mode, &key, first),
+            };
             self.value(m, kind, value, size, child, depth)?;
             first = false;
             p = value + size;
@@ -378,6 +388,7 @@ impl Redactor {
         if mode == Mode::Keep {
             return Ok(());
         }
+        let mode = if mode == Mode::Update && kind != 0x04 { Mode::Data } else { mode };
         let hash_all = matches!(mode, Mode::Data | Mode::Pattern);
         // Scalars are literals only in data and expressions; elsewhere they are names.
         let literal = matches!(mode, Mode::Data | Mode::Expr | Mode::Pattern);
@@ -387,7 +398,9 @@ impl Redactor {
         match kind {
             0x03 => self.document(m, at, mode, depth + 1),
             0x04 => {
-                // An array's items take the array's mode (their keys are indexes).
+                // An array's items take the array's mode (their keys are indexes); an
+                // update that is an array is a pipeline.
+                let mode = if mode == Mode::Update { Mode::Pipeline } else { mode };
                 self.document(m, at, mode, depth + 1)
             }
             0x01 => {
@@ -521,23 +534,30 @@ fn child_mode(mode: Mode, key: &str, first: bool) -> Mode {
     match mode {
         Mode::Keep => Mode::Keep,
         Mode::Command => {
-            if first || KEEP.contains(&key) {
+            if KEEP.contains(&key) {
                 Mode::Keep
             } else {
                 match key {
                     "pipeline" => Mode::Pipeline,
                     "updates" | "deletes" | "ops" => Mode::Statements,
+                    // findAndModify's update: a document or a pipeline.
+                    "update" => Mode::Update,
                     // They wrap a whole command.
-                    "explain" | "$query" => Mode::Command,
+                    "explain" | "$query" | "query" if first => Mode::Command,
                     _ => Mode::Data,
                 }
             }
         }
         Mode::Statements => match key {
             k if is_index(k) => Mode::Statements,
-            "q" | "filter" | "u" | "updateMods" | "document" | "arrayFilters" | "c" | "let" => Mode::Data,
-            _ => Mode::Keep,
+            "u" | "updateMods" => Mode::Update,
+            "upsert" | "multi" | "limit" | "hint" | "collation" | "sort" | "upsertSupplied" | "insert"
+            | "update" | "delete" => Mode::Keep,
+            // q, filter, document, arrayFilters, c, constants, let, and anything new.
+            _ => Mode::Data,
         },
+        // A replacement or operator document (data), or a pipeline (see `value`).
+        Mode::Update => Mode::Data,
         Mode::Data => {
             if ARGUMENT_KEEP.contains(&key) {
                 Mode::Keep
@@ -549,13 +569,12 @@ fn child_mode(mode: Mode, key: &str, first: bool) -> Mode {
                 Mode::Data
             }
         }
-        Mode::Expr => {
-            if key == "$literal" {
-                Mode::Data
-            } else {
-                Mode::Expr
-            }
-        }
+        Mode::Expr => match key {
+            "$literal" => Mode::Data,
+            // A keyword (`textScore`, `searchScore`), which shapes keep.
+            "$meta" => Mode::Keep,
+            _ => Mode::Expr,
+        },
         Mode::Pattern => Mode::Pattern,
         Mode::Pipeline => match key {
             "$match" | "$geoNear" | "$search" | "$searchMeta" | "$vectorSearch" => Mode::Data,
@@ -595,6 +614,34 @@ fn child_mode(mode: Mode, key: &str, first: bool) -> Mode {
     }
 }
 
+/// Commands whose first value is a user's or a role's name, not a collection's.
+const USER_COMMANDS: &[&str] = &[
+    "usersInfo",
+    "dropUser",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+    "rolesInfo",
+    "createRole",
+    "updateRole",
+    "dropRole",
+    "grantRolesToRole",
+    "revokeRolesFromRole",
+    "grantPrivilegesToRole",
+    "revokePrivilegesFromRole",
+];
+
+/// The mode of a command's first value (its name's): a collection name or a
+/// number is kept; a document is a wrapped command (explain, `$query`) or data; an
+/// array, or a user's name, is data.
+fn first_value_mode(key: &str, kind: u8) -> Mode {
+    match kind {
+        0x03 if matches!(key, "explain" | "$query" | "query") => Mode::Command,
+        0x03 | 0x04 => Mode::Data,
+        _ if USER_COMMANDS.iter().any(|c| c.eq_ignore_ascii_case(key)) => Mode::Data,
+        _ => Mode::Keep,
+    }
+}
+
 /// An array item's key.
 fn is_index(key: &str) -> bool {
     !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit())
@@ -607,6 +654,22 @@ fn sequence_mode(identifier: &[u8], request: bool) -> Mode {
         b"nsInfo" => Mode::Keep,
         _ => Mode::Data,
     }
+}
+
+/// A reply carrying a SASL conversation or a speculative authentication.
+fn looks_like_auth_reply(plain: &[u8]) -> bool {
+    // The body: OP_MSG's first section when it is the body, OP_REPLY's first document.
+    let at = match MsgHeader::peek(plain).map(|h| h.op_code) {
+        Some(OpCode::Msg) if plain.get(HEADER_LEN + 4) == Some(&0) => HEADER_LEN + 5,
+        Some(OpCode::Reply) => HEADER_LEN + 20,
+        _ => return false,
+    };
+    let Ok(len) = doc_len(plain, at) else { return false };
+    let body = RawDocument::from_bytes(&plain[at..at + len]).ok();
+    body.is_some_and(|b| {
+        let has = |k: &str| b.get(k).ok().flatten().is_some();
+        has("speculativeAuthenticate") || (has("conversationId") && has("payload"))
+    })
 }
 
 /// The handshake's reply names no user data (and the topology rewrite reads it).
@@ -755,8 +818,14 @@ fn value_len(m: &[u8], kind: u8, at: usize) -> Result<usize, String> {
         }
         0x0C => string(at)? + 12,
         0x0F => {
+            // Total length, then a string, then a document, which must fill it exactly.
             let n = i32_at(m, at)?;
-            if n < 14 {
+            let code = i32_at(m, at + 4)?;
+            if n < 14 || code < 1 || m.get(at + 7 + code as usize) != Some(&0) {
+                return Err("bad code with scope".into());
+            }
+            let scope = at + 8 + code as usize;
+            if scope + doc_len(m, scope)? != at + n as usize {
                 return Err("bad code with scope".into());
             }
             n as usize
@@ -953,6 +1022,100 @@ mod tests {
             7,
         );
         assert_eq!(redact(&mut r, Direction::ToClient, &hr), doc! {"ok": 1.0});
+    }
+
+    #[test]
+    fn wrapped_commands_user_names_and_unmatched_auth_replies_are_not_kept() {
+        let mut r = Redactor::with_secret(b"k");
+        let e = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(
+                doc! {"explain": {"find": "users", "filter": {"email": "alice@x.org"}}, "verbosity": "queryPlanner", "$db": "d"},
+                1,
+                0,
+            ),
+        );
+        let inner = e.get_document("explain").unwrap();
+        assert_eq!(inner.get_str("find").unwrap(), "users", "the wrapped command's name is kept");
+        assert_ne!(inner.get_document("filter").unwrap().get_str("email").unwrap(), "alice@x.org");
+        let u = redact(&mut r, Direction::ToServer, &msg(doc! {"usersInfo": "alice", "$db": "admin"}, 2, 0));
+        assert_ne!(u.get_str("usersInfo").unwrap(), "alice");
+        // A SASL reply or a speculative hello reply whose request the trace never saw.
+        let sasl = msg(
+            doc! {"conversationId": 1, "done": false, "payload": "r=nonce,s=salt,i=15000", "ok": 1.0},
+            3,
+            99,
+        );
+        assert_eq!(redact(&mut r, Direction::ToClient, &sasl), doc! {"ok": 1.0});
+        let hello = msg(
+            doc! {"isWritablePrimary": true, "speculativeAuthenticate": {"dbname": "$external", "user": "CN=alice"}, "ok": 1.0},
+            4,
+            98,
+        );
+        assert_eq!(redact(&mut r, Direction::ToClient, &hello), doc! {"ok": 1.0});
+        let mut raw = Redactor::auth_only();
+        assert_eq!(redact(&mut raw, Direction::ToClient, &sasl), doc! {"ok": 1.0});
+    }
+
+    #[test]
+    fn update_pipelines_meta_keywords_and_killed_cursors_keep_what_shapes_read() {
+        let mut r = Redactor::with_secret(b"k");
+        let u = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(
+                doc! {"update": "c", "updates": [{"q": {"_id": 1}, "u": [{"$set": {"total": {"$add": ["$price", "$tax"]}, "tag": "vip"}}]}], "$db": "d"},
+                1,
+                0,
+            ),
+        );
+        let set = u.get_array("updates").unwrap()[0].as_document().unwrap().get_array("u").unwrap()[0]
+            .as_document()
+            .unwrap()
+            .get_document("$set")
+            .unwrap()
+            .clone();
+        assert_eq!(set.get_document("total").unwrap(), &doc! {"$add": ["$price", "$tax"]});
+        assert_ne!(set.get_str("tag").unwrap(), "vip");
+        let a = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(
+                doc! {"aggregate": "c", "pipeline": [{"$project": {"score": {"$meta": "textScore"}}}], "cursor": {}, "$db": "d"},
+                2,
+                0,
+            ),
+        );
+        assert_eq!(
+            a.get_array("pipeline").unwrap()[0].as_document().unwrap(),
+            &doc! {"$project": {"score": {"$meta": "textScore"}}}
+        );
+        let k = redact(
+            &mut r,
+            Direction::ToServer,
+            &msg(doc! {"killCursors": "c", "cursors": [12345i64], "$db": "d"}, 3, 0),
+        );
+        assert_eq!(k.get_array("cursors").unwrap(), &vec![Bson::Int64(12345)]);
+    }
+
+    #[test]
+    fn a_code_with_scope_whose_lengths_lie_is_not_kept_and_nothing_panics() {
+        let mut r = Redactor::with_secret(b"k");
+        let f = msg(
+            doc! {"find": "c", "filter": {"x": Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope { code: "1".into(), scope: doc! {} })}, "$db": "d"},
+            1,
+            0,
+        );
+        assert!(matches!(r.message(1, Direction::ToServer, &f), Redacted::Kept(_)), "a sound one is kept");
+        let mut b = f.bytes.to_vec();
+        // The code string's own length (after the element's total length) set to 0.
+        let i = b.windows(2).position(|w| w == b"x\0").unwrap() + 2 + 4;
+        for bad in [0i32, -5, 1_000] {
+            b[i..i + 4].copy_from_slice(&bad.to_le_bytes());
+            let bad = Frame::from_bytes(bytes::Bytes::from(b.clone())).unwrap();
+            assert!(matches!(r.message(1, Direction::ToServer, &bad), Redacted::Dropped(_)));
+        }
     }
 
     #[test]

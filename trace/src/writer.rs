@@ -111,11 +111,18 @@ impl TraceWriter {
     }
 
     fn start_part(&mut self) -> Result<(), String> {
-        let json = serde_json::to_vec(&self.header).map_err(|e| e.to_string())?;
-        self.buf.extend_from_slice(MAGIC);
-        self.buf.extend_from_slice(&(json.len() as u32).to_le_bytes());
-        self.buf.extend_from_slice(&json);
+        let header = self.header_bytes()?;
+        self.buf.extend_from_slice(&header);
         self.write_frame()
+    }
+
+    /// The magic and the header of the current part.
+    fn header_bytes(&self) -> Result<Vec<u8>, String> {
+        let json = serde_json::to_vec(&self.header).map_err(|e| e.to_string())?;
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        out.extend_from_slice(&json);
+        Ok(out)
     }
 
     /// Adds one event.
@@ -144,16 +151,24 @@ impl TraceWriter {
                     }
                     _ => NO_COMPRESSOR,
                 };
-                let (bytes, changed) = match self.redactor.message(*conn, *dir, frame) {
+                // A panic in redaction (a bug) loses that message, never the trace.
+                let redacted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.redactor.message(*conn, *dir, frame)
+                }))
+                .unwrap_or_else(|_| Redacted::Dropped("redaction failed".into()));
+                let (bytes, changed) = match redacted {
                     Redacted::Kept(bytes) => (Some(bytes), true),
                     Redacted::Unchanged => (None, false),
-                    Redacted::Dropped(reason) => {
+                    Redacted::Dropped(_) => {
+                        // Not kept (a legacy opcode, BSON that does not walk): its header
+                        // only, as for a message too large to keep, so the analysis of
+                        // the connection goes on past it.
                         self.stats.not_redacted += 1;
-                        self.buf.push(kind::UNFRAMEABLE);
+                        self.buf.push(kind::TOO_LARGE);
                         put_u64(&mut self.buf, *conn);
                         put_u64(&mut self.buf, *at);
                         self.buf.push(dir_byte(*dir));
-                        self.buf.extend_from_slice(format!("not kept in the trace: {reason}").as_bytes());
+                        frame.header.write(&mut self.buf);
                         return self.end_record(start);
                     }
                 };
@@ -252,6 +267,10 @@ impl TraceWriter {
             let _ = self.file.seek(std::io::SeekFrom::Start(self.part_bytes));
             self.stats.lost_frames += 1;
             self.lost += records;
+            if self.part_bytes == 0 {
+                // The part's header went with it: it goes again first.
+                self.buf = self.header_bytes()?;
+            }
             return Err(format!("writing {}: {e}", self.current_path().display()));
         }
         self.part_bytes += frame.len() as u64;
@@ -260,8 +279,9 @@ impl TraceWriter {
     }
 
     fn rotate(&mut self) -> Result<(), String> {
+        // The new part's file first: if it cannot be created, writing goes on in this one.
+        self.file = open(&part_path(&self.opts.path, self.header.part + 1))?;
         self.header.part += 1;
-        self.file = open(&self.current_path())?;
         self.part_bytes = 0;
         self.part_started = Instant::now();
         self.stats.parts += 1;
@@ -286,8 +306,19 @@ pub fn part_path(path: &Path, n: u32) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A new file, readable by its owner only (a trace may hold values), never one
+/// that exists: an earlier trace is not overwritten.
 fn open(path: &Path) -> Result<File, String> {
-    File::create(path).map_err(|e| format!("creating the trace {}: {e}", path.display()))
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            format!("the trace {} already exists: move it away or give another path", path.display())
+        }
+        _ => format!("creating the trace {}: {e}", path.display()),
+    })
 }
 
 fn put_u64(buf: &mut Vec<u8>, v: u64) {
