@@ -85,15 +85,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         tracing::warn!("--capture-values: the trace keeps every value as it was sent, that is your data: keep it on staging, share it as you would the database, delete it when done (auth commands are still reduced to their names)");
     }
     let catalog = IndexCatalog::shared();
-    let pipeline = Pipeline::with_detectors(
-        Limits::default(),
-        TableLimits {
-            max_shapes: args.max_shapes.max(1),
-            show_values: args.show_values,
-            ..TableLimits::default()
-        },
-        Detectors::with_catalog(thresholds, catalog.clone()),
-    );
+    let pipeline = analysis_pipeline(thresholds, args.max_shapes, args.show_values, &catalog);
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {
         let proxy = Proxy::start_with(config.clone(), pipeline)
@@ -164,18 +156,25 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
     })
 }
 
+/// The pipeline every command analyses with: the table's bounds and every
+/// detector, the index advisor reading `catalog`.
+fn analysis_pipeline(
+    thresholds: Thresholds,
+    max_shapes: usize,
+    show_values: bool,
+    catalog: &mongotap_analyzers::detectors::catalog::SharedCatalog,
+) -> Pipeline {
+    Pipeline::with_detectors(
+        Limits::default(),
+        TableLimits { max_shapes: max_shapes.max(1), show_values, ..TableLimits::default() },
+        Detectors::with_catalog(thresholds, catalog.clone()),
+    )
+}
+
 fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> {
     let outs = outputs(&args.outputs);
     let catalog = IndexCatalog::shared();
-    let mut pipeline = Pipeline::with_detectors(
-        Limits::default(),
-        TableLimits {
-            max_shapes: args.max_shapes.max(1),
-            show_values: args.show_values,
-            ..TableLimits::default()
-        },
-        Detectors::with_catalog(thresholds, catalog.clone()),
-    );
+    let mut pipeline = analysis_pipeline(thresholds, args.max_shapes, args.show_values, &catalog);
     let opts = mongotap::offline::OfflineOptions {
         catalog: Some(catalog),
         port: args.port,
@@ -185,7 +184,7 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
     let mut dropped = 0;
     for i in &inputs {
         dropped += i.dropped;
-        eprintln!("{}: {}, {} events", i.path.display(), mongotap::offline::kind_name(i.kind), i.events);
+        eprintln!("{}: {}, {} events", i.path.display(), i.kind.name(), i.events);
         for n in &i.notes {
             eprintln!("  {n}");
         }
@@ -205,13 +204,8 @@ fn run_replay(args: ReplayArgs, thresholds: Thresholds) -> Result<ExitCode, Stri
         return Err(format!("--speed must be a positive number, not {}", args.speed));
     }
     let target = mongotap::proxy::upstream::parse_upstream(&args.target)?;
-    let pipeline = || {
-        Pipeline::with_detectors(
-            Limits::default(),
-            TableLimits::default(),
-            Detectors::with_catalog(thresholds.clone(), IndexCatalog::shared()),
-        )
-    };
+    let max_shapes = TableLimits::default().max_shapes;
+    let pipeline = || analysis_pipeline(thresholds.clone(), max_shapes, false, &IndexCatalog::shared());
     let (mut before, mut after) = (pipeline(), pipeline());
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("starting the runtime: {e}"))?;
     let stats =

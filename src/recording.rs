@@ -3,7 +3,7 @@
 //! channel, so a slow or full disk costs forwarding nothing but dropped (and
 //! counted) trace records, written into the trace as gaps.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -20,8 +20,6 @@ const IDLE_POLL: Duration = Duration::from_millis(5);
 pub struct Recording {
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<TraceStats>>,
-    /// Records let go of because the disk refused them.
-    failed: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -30,14 +28,13 @@ impl Recording {
     pub fn spawn(rx: TapReceiver, writer: TraceWriter, clock: Clock) -> Recording {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(writer.stats()));
-        let failed = Arc::new(AtomicU64::new(0));
-        let (s, st, f) = (stop.clone(), stats.clone(), failed.clone());
+        let (s, st) = (stop.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("mongotap-trace".into())
             .stack_size(16 << 20)
-            .spawn(move || run(rx, writer, &s, &st, &f, clock))
+            .spawn(move || run(rx, writer, &s, &st, clock))
             .expect("spawning the trace thread");
-        Recording { stop, stats, failed, thread: Some(thread) }
+        Recording { stop, stats, thread: Some(thread) }
     }
 
     /// What was written so far.
@@ -52,11 +49,6 @@ impl Recording {
             let _ = t.join();
         }
     }
-
-    /// Frames of records the disk refused.
-    pub fn failed_frames(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
-    }
 }
 
 impl Drop for Recording {
@@ -65,14 +57,7 @@ impl Drop for Recording {
     }
 }
 
-fn run(
-    rx: TapReceiver,
-    mut w: TraceWriter,
-    stop: &AtomicBool,
-    stats: &Mutex<TraceStats>,
-    failed: &AtomicU64,
-    clock: Clock,
-) {
+fn run(rx: TapReceiver, mut w: TraceWriter, stop: &AtomicBool, stats: &Mutex<TraceStats>, clock: Clock) {
     // The trace yields to forwarding and to the analysis.
     crate::analysis::lower_priority();
     let path = w.current_path();
@@ -94,7 +79,6 @@ fn run(
             }
         }
         Err(e) => {
-            failed.fetch_add(1, Ordering::Relaxed);
             if failing.is_none() {
                 tracing::error!("{e}; forwarding goes on, the records that cannot be written are let go, and the file stays readable up to them");
             }

@@ -147,7 +147,31 @@ async fn an_admin_port_already_taken_is_said_and_the_proxy_goes_on() {
 
 /// A small tmpfs mounted for the test (the test runs as root, as CI does), unmounted
 /// when dropped.
+/// A 256 KiB tmpfs, unmounted when dropped.
 struct Mounted(PathBuf);
+
+impl Mounted {
+    fn small(mnt: PathBuf) -> Mounted {
+        std::fs::create_dir_all(&mnt).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "none"])
+            .arg(&mnt)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "this test mounts a 256 KiB tmpfs: it needs root (CI runs as root)");
+        Mounted(mnt)
+    }
+}
+
+/// Fills the disk under `dir` to the last byte; the file that did it.
+fn fill(dir: &std::path::Path) -> PathBuf {
+    use std::io::Write;
+    let filler = dir.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    while f.write_all(&[7u8; 4096]).is_ok() {}
+    while f.write_all(&[7u8]).is_ok() {}
+    filler
+}
 
 impl Drop for Mounted {
     fn drop(&mut self) {
@@ -159,12 +183,8 @@ impl Drop for Mounted {
 async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
     let upstream = Upstream::start();
     let d = dir("full");
-    let mnt = d.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "none"]).arg(&mnt).status().unwrap();
-    assert!(mounted.success(), "this test mounts a 256 KiB tmpfs: it needs root (CI runs as root)");
-    let _mnt = Mounted(mnt.clone());
+    let _mnt = Mounted::small(d.join("mnt"));
+    let mnt = _mnt.0.clone();
     let report = mnt.join("report.json");
     let path = report.to_string_lossy().into_owned();
     let args = ["--admin", "off", "--no-side-connection", "--report-interval", "1", "--report-json", &path];
@@ -176,13 +196,7 @@ async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
         pings(&client, 1).await;
     }
     // Fill the disk to the last byte.
-    let filler = mnt.join("filler");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&filler).unwrap();
-        while f.write_all(&[7u8; 4096]).is_ok() {}
-        while f.write_all(&[7u8]).is_ok() {}
-    }
+    let filler = fill(&mnt);
     // Three more intervals: every write fails, every request is served.
     let until = Instant::now() + Duration::from_millis(3500);
     while Instant::now() < until {
@@ -208,25 +222,15 @@ async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
 async fn a_full_disk_under_a_trace_is_said_once_and_the_trace_stays_readable() {
     let upstream = Upstream::start();
     let d = dir("full-trace");
-    let mnt = d.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted =
-        Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "none"]).arg(&mnt).status().unwrap();
-    assert!(mounted.success(), "this test mounts a 256 KiB tmpfs: it needs root (CI runs as root)");
-    let _mnt = Mounted(mnt.clone());
+    let _mnt = Mounted::small(d.join("mnt"));
+    let mnt = _mnt.0.clone();
     let trace = mnt.join("t.mtt");
     let args = ["--admin", "off", "--no-side-connection", "--trace", trace.to_str().unwrap()];
     let mut proxy = Mongotap::start_as("record", &upstream.addr(), &args, &d.join("log")).await;
     let client = Client::with_uri_str(uri(proxy.addr, "full-trace")).await.unwrap();
     assert_eq!(pings(&client, 20).await, (20, 0));
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let filler = mnt.join("filler");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&filler).unwrap();
-        while f.write_all(&[7u8; 4096]).is_ok() {}
-        while f.write_all(&[7u8]).is_ok() {}
-    }
+    let filler = fill(&mnt);
     // Frames are written every second: three seconds of refused writes.
     let until = Instant::now() + Duration::from_millis(3500);
     while Instant::now() < until {

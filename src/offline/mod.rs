@@ -38,7 +38,8 @@ impl InputKind {
         None
     }
 
-    fn name(self) -> &'static str {
+    /// What it is, in words.
+    pub fn name(self) -> &'static str {
         match self {
             InputKind::Trace => "trace",
             InputKind::Capture => "capture",
@@ -319,9 +320,4 @@ impl Progress {
             eprintln!("\r{}: {events} events in {:.1} s   ", self.name, self.started.elapsed().as_secs_f64());
         }
     }
-}
-
-/// The name of an input's kind, for messages.
-pub fn kind_name(k: InputKind) -> &'static str {
-    k.name()
 }

@@ -194,11 +194,6 @@ impl Proxy {
         &self.analysis
     }
 
-    /// The trace being written, if any.
-    pub fn recording(&self) -> Option<&Recording> {
-        self.recording.as_ref()
-    }
-
     /// Stops accepting, lets open connections finish within the grace period, closes
     /// the rest, then drains the analysis and closes the trace. Returns the pipeline
     /// for the final report.
