@@ -10,7 +10,7 @@ use cli::{AnalyzeArgs, Cli, Commands, ProxyArgs, ReplayArgs, ReportArgs};
 use mongotap::output::{summary, Outputs};
 use mongotap::proxy::Proxy;
 use mongotap::side_connection::{SideConfig, SideConnection};
-use mongotap_analyzers::detectors::catalog::IndexCatalog;
+use mongotap_analyzers::detectors::indexes::catalog::IndexCatalog;
 use mongotap_analyzers::detectors::{Detectors, Thresholds};
 use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;
@@ -162,7 +162,7 @@ fn analysis_pipeline(
     thresholds: Thresholds,
     max_shapes: usize,
     show_values: bool,
-    catalog: &mongotap_analyzers::detectors::catalog::SharedCatalog,
+    catalog: &mongotap_analyzers::detectors::indexes::catalog::SharedCatalog,
 ) -> Pipeline {
     Pipeline::with_detectors(
         Limits::default(),

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use mongodb::bson::{doc, Document, RawDocumentBuf};
 use mongodb::options::{ClientOptions, Credential};
-use mongotap_analyzers::detectors::catalog::{Explained, IndexSpec, SharedCatalog, Source};
+use mongotap_analyzers::detectors::indexes::catalog::{Explained, IndexSpec, SharedCatalog, Source};
+use mongotap_analyzers::detectors::indexes::fit;
 use mongotap_events::Clock;
 
 /// Collections read per second at most.
@@ -108,7 +109,9 @@ impl SideConnection {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, mongotap_analyzers::detectors::catalog::IndexCatalog> {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, mongotap_analyzers::detectors::indexes::catalog::IndexCatalog> {
         self.catalog.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -179,7 +182,7 @@ impl SideConnection {
     /// With `--explain`: runs `explain` (`executionStats`) on one sampled request of a
     /// shape no index serves, and keeps what it says for the advisor's evidence.
     async fn explain_one(&self, client: &mongodb::Client) {
-        let Some(sample) = self.lock().next_sample() else { return };
+        let Some(sample) = fit::next_unserved_sample(&mut self.lock()) else { return };
         let db = sample.namespace.split_once('.').map_or(sample.namespace.as_str(), |(d, _)| d);
         let cmd = doc! {"explain": sample.command, "verbosity": "executionStats"};
         match tokio::time::timeout(TIMEOUT, client.database(db).run_command(cmd)).await {

@@ -13,7 +13,7 @@ use mongodb::options::{FindOptions, IndexOptions};
 use mongodb::{Client, Collection, IndexModel};
 use mongotap::proxy::Proxy;
 use mongotap::side_connection::{SideConfig, SideConnection};
-use mongotap_analyzers::detectors::catalog::{IndexCatalog, SharedCatalog, Source};
+use mongotap_analyzers::detectors::indexes::catalog::{IndexCatalog, SharedCatalog, Source};
 use mongotap_analyzers::detectors::{Detectors, Thresholds};
 use mongotap_analyzers::exchange::Limits;
 use mongotap_analyzers::pipeline::Pipeline;

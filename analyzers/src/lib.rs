@@ -9,20 +9,20 @@
 //! - [`exchange`]: pairing requests with replies ([`exchange::Correlator`]).
 //! - [`operation`]: the operation event every analyzer consumes.
 //! - [`view`]: an operation decoded once ([`view::OpView`]), for the table and every detector.
-//! - [`command_shape`], [`shape`]: query shapes in `$queryStats`' placeholder language.
+//! - [`shape`]: query shapes in `$queryStats`' placeholder language (the writer, the
+//!   operators, each command's parts).
 //! - [`table`]: the access-pattern frequency table.
+//! - [`finding`]: a finding, as detectors make it and reports render it.
 //! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
 //! - [`pipeline`]: events in, operations out to the table and the detectors.
 //! - [`report`]: the report (JSON contract, Markdown, HTML) and the CI gate.
 //! - [`script`]: scripted conversations for tests and benchmarks.
 
-pub mod command_shape;
 pub mod detectors;
 pub use mongotap_events as event;
 pub mod exchange;
-pub mod mongod_log;
+pub mod finding;
 pub mod operation;
-pub mod operators;
 pub mod pipeline;
 pub mod report;
 pub mod script;

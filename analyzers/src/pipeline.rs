@@ -5,8 +5,8 @@
 use crate::detectors::Detectors;
 use crate::event::{Micros, TapEvent};
 use crate::exchange::{Correlator, ExchangeStats, Limits};
+use crate::finding::Finding;
 use crate::operation::Operation;
-use crate::report::Finding;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
 

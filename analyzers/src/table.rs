@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 
 use mongotap_wire::{Command, CommandReply};
 
-use crate::command_shape::Category;
 use crate::event::Micros;
 use crate::operation::Operation;
+use crate::shape::command::Category;
 use crate::shape::{hex, included, string, Fingerprint, Obj, ShapeJson};
 use crate::view::{OpView, ShapeId};
 

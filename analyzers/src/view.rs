@@ -6,8 +6,8 @@
 use bson::RawDocument;
 use mongotap_wire::{Command, CommandReply};
 
-use crate::command_shape::{self, Category, StatementShape};
 use crate::operation::Operation;
+use crate::shape::command::{Category, StatementShape};
 
 /// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
 /// reports print as 16 hex digits (see [`crate::shape::hex`]).
@@ -44,8 +44,8 @@ impl<'o> OpView<'o> {
         let command = if op.sensitive { None } else { op.command_view() };
         let reply = if op.sensitive { None } else { op.reply_view() };
         let (category, statements) = match &command {
-            Some(c) if c.name == "getMore" => (command_shape::category(c), Vec::new()),
-            Some(c) => (command_shape::category(c), command_shape::shapes(c)),
+            Some(c) if c.name == "getMore" => (crate::shape::command::category(c), Vec::new()),
+            Some(c) => (crate::shape::command::category(c), crate::shape::command::shapes(c)),
             None => (Category::Command, Vec::new()),
         };
         // Most replies carry no documents; finding the batch costs a walk, so skip it.

@@ -7,7 +7,7 @@
 //! from `serde_json::Value` trees to text, and from `bson`'s iterator to
 //! `mongotap_wire::element`'s header walk.
 use bson::{doc, Bson, Document as BDoc, RawDocumentBuf};
-use mongotap_analyzers::command_shape::shapes;
+use mongotap_analyzers::shape::command::shapes;
 use mongotap_analyzers::shape::{filter, ShapeJson};
 use mongotap_wire::{Command, Document, Frame, Message, OpMsg};
 use proptest::prelude::*;

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mongotap_analyzers::mongod_log::LogReader;
+use mongotap::offline::mongod_log::LogReader;
 use mongotap_analyzers::pipeline::Pipeline;
 
 fuzz_target!(|data: &[u8]| {

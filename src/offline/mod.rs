@@ -2,6 +2,7 @@
 //! pipeline the proxy feeds. Each input is recognised by its first bytes: a trace
 //! file (zstd), a pcap or pcapng capture, or mongod's JSON log.
 
+pub mod mongod_log;
 pub mod pcap;
 pub mod tcp;
 
@@ -57,7 +58,7 @@ pub struct OfflineOptions {
     pub progress: bool,
     /// Where a log's plans (planSummary, keys and documents examined) are filed for
     /// the index advisor, as explain results are.
-    pub catalog: Option<mongotap_analyzers::detectors::catalog::SharedCatalog>,
+    pub catalog: Option<mongotap_analyzers::detectors::indexes::catalog::SharedCatalog>,
 }
 
 /// What one input gave.
@@ -238,17 +239,13 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
 fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut reader = mongotap_analyzers::mongod_log::LogReader::new();
+    let mut reader = mongod_log::LogReader::new();
     let mut progress = Progress::new(path, opts.progress);
     let (mut line, mut events) = (Vec::new(), Vec::new());
     loop {
         line.clear();
-        let n = mongotap_analyzers::mongod_log::read_capped(
-            &mut input,
-            &mut line,
-            mongotap_analyzers::mongod_log::MAX_LINE,
-        )
-        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let n = mongod_log::read_capped(&mut input, &mut line, mongod_log::MAX_LINE)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
         if n == 0 {
             break;
         }
@@ -263,7 +260,7 @@ fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Resu
         let shape = feeder.pipeline.last_shape().filter(|_| fed);
         if let (Some(plan), Some(shape), Some(catalog)) = (plan, shape, &opts.catalog) {
             let mut c = catalog.lock().unwrap_or_else(|e| e.into_inner());
-            let waste = |e: &mongotap_analyzers::detectors::catalog::Explained| {
+            let waste = |e: &mongotap_analyzers::detectors::indexes::catalog::Explained| {
                 e.docs_examined.max(e.keys_examined).saturating_sub(e.returned)
             };
             if c.explained(shape).is_none_or(|old| waste(old) < waste(&plan)) {

@@ -9,41 +9,25 @@
 //! no value: keyed hashes ([`values::Keyed`]), counts, shape ids and field names.
 //!
 //! # Layout
+//! The folders follow the chapters of the schema-design guides:
+//! - [`reads`]: reads and joins: N+1 chains, redundant reads, `$lookup` chains, over-fetching.
+//! - [`writes`]: writes and growth: whole-document rewrites, growing arrays, large
+//!   documents, fan-out updates of copied fields, bucket candidates.
+//! - [`indexes`]: the Equality-Sort-Range index advisor and the catalog of indexes it reads.
+//!
+//! Shared by all of them:
 //! - [`thresholds`]: every threshold and bound, with its source.
 //! - [`values`]: keyed hashes of values, link values in replies, equalities in filters.
+//! - [`statements`]: the update statements and inserted documents of any write command.
 //! - [`driver`]: the client's language and ODM, from its handshake, for fixes.
 //! - [`snippets`]: fixes written in that language.
-//! - [`n_plus_one`]: a read returns N documents, then one query per document.
-//! - [`redundant_query`]: the same read with the same values again and again.
-//! - [`lookup_chain`]: frequent aggregations that join collections with `$lookup`.
-//! - [`rewrite`]: whole documents (or whole sub-trees) re-sent to change a little.
-//! - [`array_growth`]: arrays that grow by `$push` without `$slice`.
-//! - [`document_size`]: documents large enough to cost on every access.
-//! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
-//! - [`bucket`]: one small document per time-stamped reading.
-//! - [`over_fetch`]: frequent reads of whole documents that are mostly one large field.
-//! - [`esr`]: what a query needs from an index, by the Equality-Sort-Range rule.
-//! - [`catalog`]: the indexes that exist, and where that knowledge came from.
-//! - [`index_fit`]: how well an index serves a query's needs.
-//! - [`index_advisor`]: missing, redundant and unused indexes.
-//! - [`writes`]: the update statements and inserted documents of any write command.
 
-pub mod array_growth;
-pub mod bucket;
-pub mod catalog;
-pub mod document_size;
 pub mod driver;
-pub mod esr;
-pub mod fan_out;
-pub mod index_advisor;
-pub mod index_fit;
-pub mod lookup_chain;
-pub mod n_plus_one;
+pub mod indexes;
 mod names;
-pub mod over_fetch;
-pub mod redundant_query;
-pub mod rewrite;
+pub mod reads;
 pub mod snippets;
+pub mod statements;
 pub mod thresholds;
 pub mod values;
 pub mod writes;
@@ -54,8 +38,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use crate::event::Micros;
-use crate::report::Finding;
-use crate::shape::hex;
+use crate::finding::Finding;
 use crate::table::{AccessTable, Row};
 use crate::view::{OpView, ShapeId};
 
@@ -136,23 +119,23 @@ impl Detectors {
     /// Every detector, with these thresholds; the index advisor knows only the
     /// indexes the traffic shows.
     pub fn new(thresholds: Thresholds) -> Detectors {
-        Detectors::with_catalog(thresholds, catalog::IndexCatalog::shared())
+        Detectors::with_catalog(thresholds, indexes::catalog::IndexCatalog::shared())
     }
 
     /// Every detector, the index advisor reading `catalog` (which a side connection
     /// to the upstream may fill).
-    pub fn with_catalog(thresholds: Thresholds, catalog: catalog::SharedCatalog) -> Detectors {
+    pub fn with_catalog(thresholds: Thresholds, catalog: indexes::catalog::SharedCatalog) -> Detectors {
         let list: Vec<Box<dyn Detector>> = vec![
-            Box::new(n_plus_one::NPlusOne::new(&thresholds)),
-            Box::new(redundant_query::RedundantQuery::new(&thresholds)),
-            Box::new(lookup_chain::LookupChain),
-            Box::new(rewrite::Rewrite::new(&thresholds)),
-            Box::new(array_growth::ArrayGrowth::new(&thresholds)),
-            Box::new(document_size::DocumentSize::new(&thresholds)),
-            Box::new(fan_out::FanOut::new(&thresholds)),
-            Box::new(bucket::Bucket::new(&thresholds)),
-            Box::new(over_fetch::OverFetch::new(&thresholds)),
-            Box::new(index_advisor::IndexAdvisor::new(catalog)),
+            Box::new(reads::n_plus_one::NPlusOne::new(&thresholds)),
+            Box::new(reads::redundant_query::RedundantQuery::new(&thresholds)),
+            Box::new(reads::lookup_chain::LookupChain),
+            Box::new(writes::rewrite::Rewrite::new(&thresholds)),
+            Box::new(writes::array_growth::ArrayGrowth::new(&thresholds)),
+            Box::new(writes::document_size::DocumentSize::new(&thresholds)),
+            Box::new(writes::fan_out::FanOut::new(&thresholds)),
+            Box::new(writes::bucket::Bucket::new(&thresholds)),
+            Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
+            Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
         ];
         Detectors { list, thresholds }
     }
@@ -231,56 +214,6 @@ impl Detectors {
 impl Default for Detectors {
     fn default() -> Self {
         Detectors::new(Thresholds::default())
-    }
-}
-
-/// How much a finding costs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    /// Fix it first.
-    High,
-    /// Worth fixing.
-    Medium,
-    /// Worth knowing.
-    Low,
-}
-
-impl Severity {
-    /// As the report writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::High => "high",
-            Severity::Medium => "medium",
-            Severity::Low => "low",
-        }
-    }
-}
-
-/// A finding as a detector writes it; [`Draft::finding`] gives it its contract form.
-pub(crate) struct Draft<'a> {
-    pub kind: &'a str,
-    pub severity: Severity,
-    pub namespace: &'a str,
-    pub shapes: &'a [ShapeId],
-    pub evidence: Value,
-    pub recommendation: String,
-    pub fix: Option<String>,
-    pub extra: Vec<(&'a str, Value)>,
-}
-
-impl Draft<'_> {
-    /// The finding, with shape ids as reports print them.
-    pub fn finding(self) -> Finding {
-        Finding {
-            kind: self.kind.to_owned(),
-            severity: self.severity.as_str().to_owned(),
-            namespace: self.namespace.to_owned(),
-            shape_ids: self.shapes.iter().map(|s| hex(*s)).collect(),
-            evidence: self.evidence,
-            recommendation: self.recommendation,
-            fix: self.fix,
-            extra: self.extra.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
-        }
     }
 }
 

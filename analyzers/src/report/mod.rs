@@ -14,8 +14,11 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::command_shape::Category;
 use crate::pipeline::Pipeline;
+use crate::shape::command::Category;
+
+pub use crate::event::rfc3339;
+pub use crate::finding::Finding;
 
 /// The contract's schema version.
 pub const SCHEMA: u32 = 1;
@@ -153,22 +156,6 @@ impl AccessPattern {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// A finding: a smell with its evidence and its fix (see [`crate::detectors`]).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    pub kind: String,
-    pub severity: String,
-    pub namespace: String,
-    pub shape_ids: Vec<String>,
-    pub evidence: Value,
-    pub recommendation: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-    /// Kind-specific fields (`index`, `child_namespace`, `link`, `field`, ...).
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -459,81 +446,6 @@ fn histogram_ms<C: hdrhistogram::Counter>(h: &hdrhistogram::Histogram<C>) -> Vec
     out
 }
 
-impl Finding {
-    /// One line that names what the finding is about, for the kinds that have one:
-    /// the link of an N+1, the joined collections of a `$lookup` chain, the field.
-    pub fn headline(&self) -> Option<String> {
-        let text = |v: &Value| v.as_str().map(str::to_owned);
-        match self.kind.as_str() {
-            "n_plus_one" => {
-                let child = self.extra.get("child_namespace").and_then(text)?;
-                let link = self.extra.get("link")?;
-                Some(format!(
-                    "{}.{} -> {}.{}",
-                    self.namespace,
-                    link.get("parent_field").and_then(text)?,
-                    child,
-                    link.get("child_field").and_then(text)?
-                ))
-            }
-            "lookup_chain" => {
-                let l: Vec<String> = self.extra.get("lookups")?.as_array()?.iter().filter_map(text).collect();
-                Some(format!("{} joins {}", self.namespace, l.join(", ")))
-            }
-            "missing_index" => {
-                let key: Vec<String> = self
-                    .extra
-                    .get("index")?
-                    .get("key")?
-                    .as_array()?
-                    .iter()
-                    .filter_map(|k| Some(format!("{}: {}", k.get(0)?.as_str()?, k.get(1)?)))
-                    .collect();
-                Some(format!("{} needs {{{}}}", self.namespace, key.join(", ")))
-            }
-            "redundant_index" | "unused_index" => {
-                self.extra.get("index_name").and_then(text).map(|n| format!("{} index {n}", self.namespace))
-            }
-            _ => self.extra.get("field").and_then(text).map(|f| format!("{}.{f}", self.namespace)),
-        }
-    }
-
-    /// The evidence's plain figures (numbers, strings, lists of strings), in order,
-    /// for a table; nested evidence is left to the full JSON.
-    pub fn key_evidence(&self) -> Vec<(String, String)> {
-        let Some(o) = self.evidence.as_object() else { return Vec::new() };
-        o.iter()
-            .filter_map(|(k, v)| {
-                let shown = match v {
-                    Value::Number(n) => n.to_string(),
-                    Value::String(s) => s.clone(),
-                    Value::Bool(b) => b.to_string(),
-                    Value::Array(a) if a.iter().all(Value::is_string) && !a.is_empty() => {
-                        a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
-                    }
-                    _ => return None,
-                };
-                Some((k.replace('_', " "), shown))
-            })
-            .collect()
-    }
-
-    /// The language of the fix, for syntax highlighting: Python comments start
-    /// with `#`, Rust has `let` and turbofish, the rest is JavaScript (mongosh, Node).
-    pub fn fix_language(&self) -> &'static str {
-        let Some(fix) = &self.fix else { return "" };
-        if fix.starts_with('#') {
-            "python"
-        } else if fix.contains("::<") || fix.contains("let ids: Vec<") {
-            "rust"
-        } else if fix.contains("List<") {
-            "java"
-        } else {
-            "js"
-        }
-    }
-}
-
 impl Report {
     /// Findings ranked by estimated cost: severity first, then how many operations
     /// the evidence counts (the more often a smell is paid for, the more it costs).
@@ -553,26 +465,6 @@ impl Report {
 fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
-}
-
-/// Microseconds since the epoch as RFC 3339 UTC with millisecond precision.
-pub fn rfc3339(us: u64) -> String {
-    let secs = (us / 1_000_000) as i64;
-    let millis = (us % 1_000_000) / 1000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
@@ -595,12 +487,5 @@ mod tests {
         r.findings = vec![f("a", "low", 900), f("b", "high", 5), f("c", "medium", 50), f("d", "high", 80)];
         let order: Vec<&str> = r.ranked_findings().iter().map(|f| f.kind.as_str()).collect();
         assert_eq!(order, ["d", "b", "c", "a"]);
-    }
-
-    #[test]
-    fn rfc3339_formats_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(1_796_212_800_123_456), "2026-12-02T12:00:00.123Z");
-        assert_eq!(rfc3339(951_782_400_000_000), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -19,14 +19,15 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
-use super::driver::Stack;
-use super::names::Paths;
-use super::values::{At, Keyed};
-use super::writes::{self, Change};
-use super::{collection, Context, Detector, Draft, Severity};
+use crate::detectors::driver::Stack;
+use crate::detectors::names::Paths;
+use crate::detectors::statements::{self, Change};
+use crate::detectors::values::{At, Keyed};
+use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
-use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
 /// 16 MiB: the document size limit.
@@ -127,7 +128,7 @@ fn array_at<'a>(doc: &'a RawDocument, path: &str) -> Option<&'a RawDocument> {
 
 impl ArrayGrowth {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> ArrayGrowth {
+    pub fn new(t: &crate::detectors::Thresholds) -> ArrayGrowth {
         ArrayGrowth {
             keyed: Keyed::default(),
             paths: Paths::default(),
@@ -246,20 +247,20 @@ impl Detector for ArrayGrowth {
                     self.measure(&op.namespace, d);
                 }
             }
-            if let Some(value) = v.reply.as_ref().and_then(writes::find_and_modify_value) {
+            if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
                 self.measure(&op.namespace, value);
             }
         }
-        if op.failed() || v.category != crate::command_shape::Category::Write {
+        if op.failed() || v.category != crate::shape::command::Category::Write {
             return;
         }
         let shape = v.shape_ids.first().copied().flatten();
-        for u in writes::updates(cmd) {
+        for u in statements::updates(cmd) {
             let Change::Operators(ops) = u.change else { continue };
             if u.filter.is_some_and(bounded_by_filter) {
                 continue;
             }
-            let id = u.filter.and_then(writes::id_of).map(|e| id_hash(&self.keyed, &e));
+            let id = u.filter.and_then(statements::id_of).map(|e| id_hash(&self.keyed, &e));
             let ns = u.namespace.unwrap_or(&op.namespace);
             for group in element::elements(ops).filter(|e| e.key == b"$push" || e.key == b"$addToSet") {
                 for p in group.as_document().into_iter().flat_map(element::elements) {
@@ -339,7 +340,7 @@ impl Detector for ArrayGrowth {
             let child = field.rsplit('.').next().unwrap_or(&field).to_owned();
             let parent_id = format!("{}Id", coll.strip_suffix('s').unwrap_or(coll));
             let fix = match stack.language {
-                super::driver::Language::Python => format!(
+                crate::detectors::driver::Language::Python => format!(
                     "# the subset pattern: the latest 10 embedded, every one in its own collection\n\
                      db.{child}.insert_one({{\"{parent_id}\": doc_id, **item}})\n\
                      db.{coll}.update_one({{\"_id\": doc_id}}, {{\"$push\": {{\"{field}\": {{\"$each\": [item], \"$slice\": -10}}}}}})"
@@ -400,7 +401,7 @@ mod tests {
         );
     }
 
-    fn growth(s: Script) -> Vec<crate::report::Finding> {
+    fn growth(s: Script) -> Vec<crate::finding::Finding> {
         s.run().findings().into_iter().filter(|f| f.kind == "unbounded_array_growth").collect()
     }
 

@@ -9,8 +9,8 @@
 //! indexes serve only their own operators; a unique index whose fields are all
 //! bound returns at most one document, whatever comes after.
 
-use super::catalog::{IndexSpec, KeyPart};
-use super::esr::Need;
+use crate::detectors::indexes::catalog::{IndexCatalog, IndexSpec, KeyPart, Sample};
+use crate::detectors::indexes::esr::Need;
 
 /// From worst to best, so the best fit is the maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -207,7 +207,7 @@ fn wildcard(need: &Need, wild: &str) -> Fit {
 
 /// The sort as `{a: 1, b: -1}`.
 pub fn sort_text(need: &Need) -> String {
-    super::catalog::key_js(need.sort.iter().map(|(f, d)| (f.as_str(), (*d).into())))
+    crate::detectors::indexes::catalog::key_js(need.sort.iter().map(|(f, d)| (f.as_str(), (*d).into())))
 }
 
 /// The best fit among `indexes` and which index gives it.
@@ -226,10 +226,24 @@ pub fn best<'i>(
     best
 }
 
+/// The next sample worth explaining: the oldest whose needs no known index
+/// serves (samples of served shapes are let go unexplained).
+pub fn next_unserved_sample(catalog: &mut IndexCatalog) -> Option<Sample> {
+    while let Some(s) = catalog.pop_sample() {
+        let indexes = catalog.get(&s.namespace).map(|k| k.indexes.clone()).unwrap_or_default();
+        let indexes = if indexes.is_empty() { vec![IndexSpec::id_index()] } else { indexes };
+        let served = s.needs.iter().all(|n| best(n, &indexes, &|_| false).0.quality == Quality::Served);
+        if !served {
+            return Some(s);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::esr::filter_needs;
     use super::*;
+    use crate::detectors::indexes::esr::filter_needs;
     use bson::rawdoc;
     use serde_json::{json, Value};
 

@@ -22,14 +22,15 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
-use super::driver::{Language, Odm, Stack};
-use super::names::Paths;
-use super::values::{At, Keyed};
-use super::writes::{self, Change};
-use super::{collection, median, Context, Detector, Draft, Severity};
+use crate::detectors::driver::{Language, Odm, Stack};
+use crate::detectors::names::Paths;
+use crate::detectors::statements::{self, Change};
+use crate::detectors::values::{At, Keyed};
+use crate::detectors::{collection, median, Context, Detector};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
-use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
 /// No field: the whole document.
@@ -166,7 +167,7 @@ fn appended(keyed: &Keyed, old: &Field, new: &Element<'_>) -> Option<(u64, u64)>
 
 impl Rewrite {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> Rewrite {
+    pub fn new(t: &crate::detectors::Thresholds) -> Rewrite {
         Rewrite {
             keyed: Keyed::default(),
             names: Paths::default(),
@@ -323,23 +324,23 @@ impl Detector for Rewrite {
             }
             // findAndModify's `value` (before the change unless `new`): learnt before
             // the statement below is compared with it.
-            if let Some(value) = v.reply.as_ref().and_then(writes::find_and_modify_value) {
+            if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
                 if element::find(cmd.body, "new").and_then(|e| e.as_bool()) != Some(true) {
                     self.learn(&op.namespace, value, now);
                 }
             }
         }
-        if op.failed() || v.category != crate::command_shape::Category::Write {
+        if op.failed() || v.category != crate::shape::command::Category::Write {
             return;
         }
-        let updates = writes::updates(cmd);
+        let updates = statements::updates(cmd);
         let unchanged = updates.len() == 1
-            && v.reply.as_ref().is_some_and(|r| writes::counts(r).1 == Some(0))
+            && v.reply.as_ref().is_some_and(|r| statements::counts(r).1 == Some(0))
             && !updates[0].upsert;
         let shape = v.shape_ids.first().copied().flatten().unwrap_or(0);
         for u in updates {
             let ns = u.namespace.unwrap_or(&op.namespace).to_owned();
-            let Some(id) = u.filter.and_then(writes::id_of) else { continue };
+            let Some(id) = u.filter.and_then(statements::id_of) else { continue };
             let key = (ns_hash(&self.keyed, &ns), hash_value(&self.keyed, &id));
             let doc = key.1;
             match u.change {
@@ -607,7 +608,7 @@ impl Detector for Rewrite {
             let fix = match (stack.language, stack.odm) {
                 (_, Some(Odm::MongoEngine)) => format!(
                     "# an atomic update instead of save() of the loaded document:\n{cls}.objects(id=doc.id).update_one({op})",
-                    cls = super::snippets::class_name(coll),
+                    cls = crate::detectors::snippets::class_name(coll),
                     op = field.as_ref().or(pushed.first()).map_or("set__<field>=value".to_owned(), |f| format!("push__{f}=new_{f}_item")),
                 ),
                 (Language::Python, _) => format!(
@@ -631,8 +632,8 @@ impl Detector for Rewrite {
                 "shape": ctx.row(key.0).map(|r| r.shape.clone()),
                 "apps": s.apps,
                 "drivers": s.drivers.iter().map(|d| Stack::describe(d)).collect::<Vec<_>>(),
-                "first_seen": crate::report::rfc3339(s.first_at),
-                "last_seen": crate::report::rfc3339(s.last_at),
+                "first_seen": crate::event::rfc3339(s.first_at),
+                "last_seen": crate::event::rfc3339(s.last_at),
                 "thresholds": {
                     "rewrite_min_count": t.rewrite_min_count,
                     "rewrite_min_repeats": t.rewrite_min_repeats,
@@ -672,7 +673,7 @@ mod tests {
         doc! {"_id": id, "customer": {"id": 7, "name": "A. Kumar"}, "status": status, "lines": lines, "total": 10.0}
     }
 
-    fn rewrites(s: Script) -> Vec<crate::report::Finding> {
+    fn rewrites(s: Script) -> Vec<crate::finding::Finding> {
         s.run().findings().into_iter().filter(|f| f.kind == "full_document_rewrite").collect()
     }
 

@@ -17,7 +17,9 @@
 use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
 
-use crate::shape::{array, in_placeholder, placeholder, quoted, single, single_bytes, string, Obj};
+use crate::shape::json::{
+    array, in_placeholder, nested, placeholder, quoted, single, single_bytes, string, Obj,
+};
 
 /// Whether `e` is an operator of its own among its siblings `ops`: `$options`
 /// travels with `$regex`, and `$maxDistance`/`$minDistance` with `$near`.
@@ -258,7 +260,7 @@ pub fn geo(out: &mut Vec<u8>, v: Element<'_>) {
                     (b"type", 0x02) if e.as_str().is_some_and(|t| GEOJSON_TYPES.contains(&t)) => {
                         string(o, e.as_str().unwrap_or("?"))
                     }
-                    (_, 0x03) => crate::shape::nested(o, |o| geo(o, e)),
+                    (_, 0x03) => nested(o, |o| geo(o, e)),
                     _ => placeholder(o, e),
                 }
             }

@@ -234,7 +234,7 @@ pub struct Sample {
     /// The command, without session and transport fields, literal values and all.
     pub command: bson::Document,
     /// What it needs from an index, to skip samples an index already serves.
-    pub needs: Vec<super::esr::Need>,
+    pub needs: Vec<crate::detectors::indexes::esr::Need>,
 }
 
 /// What `explain` with `executionStats` said about a shape's sampled request.
@@ -423,20 +423,9 @@ impl IndexCatalog {
         }
     }
 
-    /// The next sample worth explaining: the oldest whose needs no known index
-    /// serves (samples of served shapes are let go unexplained).
-    pub fn next_sample(&mut self) -> Option<Sample> {
-        while let Some(s) = self.samples.pop_front() {
-            let indexes = self.known.get(&s.namespace).map(|k| k.indexes.clone()).unwrap_or_default();
-            let indexes = if indexes.is_empty() { vec![IndexSpec::id_index()] } else { indexes };
-            let served = s.needs.iter().all(|n| {
-                super::index_fit::best(n, &indexes, &|_| false).0.quality == super::index_fit::Quality::Served
-            });
-            if !served {
-                return Some(s);
-            }
-        }
-        None
+    /// The oldest sample waiting for `--explain` (see [`super::fit::next_unserved_sample`]).
+    pub fn pop_sample(&mut self) -> Option<Sample> {
+        self.samples.pop_front()
     }
 
     /// Records what explain said about a shape.

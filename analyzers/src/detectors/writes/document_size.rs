@@ -12,13 +12,14 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use super::names::plausible;
-use super::writes::{self, Change};
-use super::{Context, Detector, Draft, Severity};
-use crate::command_shape::Category;
+use crate::detectors::names::plausible;
+use crate::detectors::statements::{self, Change};
+use crate::detectors::{Context, Detector};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
-use crate::report::Finding;
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// Size buckets: powers of two up to 64 MiB.
@@ -71,7 +72,7 @@ pub struct DocumentSize {
 
 impl DocumentSize {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> DocumentSize {
+    pub fn new(t: &crate::detectors::Thresholds) -> DocumentSize {
         DocumentSize {
             threshold: t.large_document_bytes,
             max_namespaces: t.max_patterns as usize,
@@ -172,7 +173,7 @@ impl Detector for DocumentSize {
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
         let (at, threshold) = (op.started_at, self.threshold);
         let value = match cmd.name {
-            "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(writes::find_and_modify_value),
+            "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(statements::find_and_modify_value),
             _ => None,
         };
         if let (true, Some(shape)) = (v.batch.is_some() || value.is_some(), v.read_shape()) {
@@ -187,12 +188,12 @@ impl Detector for DocumentSize {
         if v.category != Category::Write {
             return;
         }
-        for (ns, d) in writes::inserts(cmd) {
+        for (ns, d) in statements::inserts(cmd) {
             if let Some(s) = self.sizes(ns.unwrap_or(&op.namespace), at) {
                 s.note(d, false, threshold, app, at);
             }
         }
-        for u in writes::updates(cmd) {
+        for u in statements::updates(cmd) {
             if let Change::Replacement(d) = u.change {
                 if let Some(s) = self.sizes(u.namespace.unwrap_or(&op.namespace), at) {
                     s.note(d, false, threshold, app, at);
@@ -228,7 +229,7 @@ impl Detector for DocumentSize {
             .map(|s| {
                 let severity =
                     if s.max >= t.large_document_high_bytes { Severity::High } else { Severity::Medium };
-                let coll = super::collection(&s.namespace);
+                let coll = crate::detectors::collection(&s.namespace);
                 let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
                 let (field, field_bytes) = s.biggest_field.clone().unwrap_or_default();
                 let recommendation = format!(
@@ -276,8 +277,8 @@ impl Detector for DocumentSize {
                         "p99_bytes": s.quantile(0.99),
                         "largest_field": if field.is_empty() { json!(null) } else { json!({"field": field, "bytes": field_bytes}) },
                         "apps": s.apps,
-                        "first_seen": crate::report::rfc3339(s.first_at),
-                        "last_seen": crate::report::rfc3339(s.last_at),
+                        "first_seen": crate::event::rfc3339(s.first_at),
+                        "last_seen": crate::event::rfc3339(s.last_at),
                         "thresholds": {
                             "large_document_bytes": t.large_document_bytes,
                             "large_document_high_bytes": t.large_document_high_bytes,

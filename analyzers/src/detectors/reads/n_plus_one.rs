@@ -18,7 +18,7 @@
 //!
 //! Parents that pass are counted per pattern (parent shape, child shape, link); the
 //! pattern becomes a finding. The same value asked again and again is not N+1: it
-//! is left to [`super::redundant_query`].
+//! is left to [`crate::detectors::reads::redundant_query`].
 //!
 //! Bounds: clients, open parents per client, values per parent, values in all open
 //! parents, paths, links, patterns. What is let go of is counted by kind.
@@ -33,15 +33,16 @@ use serde_json::json;
 use mongotap_wire::element;
 use mongotap_wire::Command;
 
-use super::driver::Stack;
-use super::names::Paths;
-use super::snippets::{self, Batch};
-use super::values::{self, At, Keyed};
-use super::{collection, median, ms, Context, Detector, Draft, Severity, Thresholds};
-use crate::command_shape::Category;
+use crate::detectors::driver::Stack;
+use crate::detectors::names::Paths;
+use crate::detectors::snippets::{self, Batch};
+use crate::detectors::values::{self, At, Keyed};
+use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
-use crate::report::Finding;
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// Paths a value is remembered at, per parent (a value at more places is common
@@ -808,10 +809,10 @@ impl Detector for NPlusOne {
             };
             let stacks: Vec<String> = p.drivers.iter().map(|d| Stack::describe(d)).collect();
             let odm_hint = match stack.odm {
-                Some(super::driver::Odm::MongoEngine) => {
+                Some(crate::detectors::driver::Odm::MongoEngine) => {
                     " With MongoEngine, select_related() on the queryset loads the references with one $in per collection."
                 }
-                Some(super::driver::Odm::Mongoose) => {
+                Some(crate::detectors::driver::Odm::Mongoose) => {
                     " With Mongoose, populate() without perDocumentLimit loads a path with one $in."
                 }
                 _ => "",
@@ -869,8 +870,8 @@ impl Detector for NPlusOne {
                 "min_explained": (p.min_explained * 1000.0).round() / 1000.0,
                 "apps": p.apps,
                 "drivers": stacks,
-                "first_seen": crate::report::rfc3339(p.first_at),
-                "last_seen": crate::report::rfc3339(p.last_at),
+                "first_seen": crate::event::rfc3339(p.first_at),
+                "last_seen": crate::event::rfc3339(p.last_at),
                 "thresholds": {
                     "n_plus_one_min_children": t.n_plus_one_min_children,
                     "n_plus_one_min_coverage": t.n_plus_one_min_coverage,
@@ -904,7 +905,7 @@ mod tests {
     use bson::oid::ObjectId;
     use bson::{doc, Document};
 
-    use crate::report::Finding;
+    use crate::finding::Finding;
     use crate::script::Script;
 
     /// `n` users with ObjectIds.

@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{collection, Context, Detector, Draft, Severity};
-use crate::command_shape::Category;
-use crate::report::Finding;
+use crate::detectors::{collection, Context, Detector};
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
+use crate::shape::command::Category;
 use crate::table::Row;
 
 /// One join of a pipeline.

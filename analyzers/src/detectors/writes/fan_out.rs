@@ -16,12 +16,13 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use super::writes::{self, Change};
-use super::{collection, Context, Detector, Draft, Severity};
-use crate::command_shape::Category;
+use crate::detectors::statements::{self, Change};
+use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
-use crate::report::Finding;
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// `$set` fields of a fan-out, at most.
@@ -53,7 +54,7 @@ pub struct FanOut {
 
 impl FanOut {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> FanOut {
+    pub fn new(t: &crate::detectors::Thresholds) -> FanOut {
         FanOut { max_shapes: t.max_patterns as usize, stats: FxHashMap::default(), refused: 0 }
     }
 }
@@ -69,7 +70,7 @@ impl Detector for FanOut {
             return;
         }
         let (Some(cmd), Some(reply)) = (&v.command, &v.reply) else { return };
-        let updates = writes::updates(cmd);
+        let updates = statements::updates(cmd);
         // Only a single-statement update says how many documents that statement changed.
         let [u] = updates.as_slice() else { return };
         let (Change::Operators(ops), true) = (u.change, u.multi) else { return };
@@ -85,11 +86,11 @@ impl Detector for FanOut {
         }
         if fields.is_empty()
             || fields.len() > MAX_FIELDS
-            || !fields.iter().all(|f| super::names::plausible(f.as_bytes()))
+            || !fields.iter().all(|f| crate::detectors::names::plausible(f.as_bytes()))
         {
             return;
         }
-        let (n, modified) = writes::counts(reply);
+        let (n, modified) = statements::counts(reply);
         let Some(docs) = modified.or(n) else { return };
         let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
         let ns = u.namespace.unwrap_or(&op.namespace);
@@ -99,8 +100,11 @@ impl Detector for FanOut {
         }
         let key = u.filter.and_then(|f| {
             let mut keys = Vec::new();
-            super::values::equalities(f, &mut |k, _| keys.push(String::from_utf8_lossy(k).into_owned()));
-            (keys.len() == 1 && super::names::plausible(keys[0].as_bytes())).then(|| keys.remove(0))
+            crate::detectors::values::equalities(f, &mut |k, _| {
+                keys.push(String::from_utf8_lossy(k).into_owned())
+            });
+            (keys.len() == 1 && crate::detectors::names::plausible(keys[0].as_bytes()))
+                .then(|| keys.remove(0))
         });
         let s = self.stats.entry(shape).or_insert_with(|| Stat {
             namespace: ns.to_owned(),
@@ -171,7 +175,7 @@ impl Detector for FanOut {
                         "fields": s.fields,
                         "matched_by": s.key,
                         "shape": shape,
-                        "time_ms": super::ms(s.latency_us as f64),
+                        "time_ms": crate::detectors::ms(s.latency_us as f64),
                         "apps": s.apps,
                         "thresholds": {
                             "fan_out_min_runs": t.fan_out_min_runs,

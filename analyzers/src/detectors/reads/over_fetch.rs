@@ -13,12 +13,13 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use super::names::Paths;
-use super::values::At;
-use super::{collection, Context, Detector, Draft, Severity};
-use crate::command_shape::Category;
+use crate::detectors::names::Paths;
+use crate::detectors::values::At;
+use crate::detectors::{collection, Context, Detector};
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
-use crate::report::Finding;
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// Reads of a shape whose documents are looked at: the first ones, then one in this many.
@@ -55,7 +56,7 @@ pub struct OverFetch {
 
 impl OverFetch {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> OverFetch {
+    pub fn new(t: &crate::detectors::Thresholds) -> OverFetch {
         OverFetch {
             names: Paths::default(),
             min_doc_bytes: t.over_fetch_min_doc_bytes,

@@ -1,7 +1,7 @@
 //! The ESR index advisor: `missing_index`, `redundant_index`, `unused_index`.
 //!
 //! Per operation it does almost nothing: the first time a shape is seen it works
-//! out what the shape needs from an index ([`esr`](super::esr)), asks the catalog
+//! out what the shape needs from an index ([`esr`](crate::detectors::indexes::esr)), asks the catalog
 //! for its collection's indexes, and from then on only follows what the shape
 //! cannot say: the longest `$in` list of sorted shapes, and whether a sort field
 //! holds arrays (from a sample of the documents replies return). It also keeps the
@@ -9,7 +9,7 @@
 //! `dropIndexes`, `collMod`, `drop`, `listIndexes` replies).
 //!
 //! When findings are asked for, each shape's needs are fitted to the indexes that
-//! exist ([`index_fit`](super::index_fit)); the needs no index serves get one key
+//! exist ([`index_fit`](crate::detectors::indexes::fit)); the needs no index serves get one key
 //! each (equalities ordered so that shapes on the same collection share prefixes,
 //! then the sort, then ranges), and keys are merged so that an index serving
 //! several shapes is recommended once, listing them all, ranked by what they cost
@@ -25,12 +25,15 @@ use mongotap_wire::element;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use serde_json::{json, Value};
 
-use super::catalog::{key_of, Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source};
-use super::esr::{self, Need};
-use super::index_fit::{self, Quality};
-use super::{collection, ms, Context, Detector, Draft, Severity, Thresholds};
-use crate::command_shape::Category;
-use crate::report::Finding;
+use crate::detectors::indexes::catalog::{
+    key_of, Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source,
+};
+use crate::detectors::indexes::esr::{self, Need};
+use crate::detectors::indexes::fit::{self, Quality};
+use crate::detectors::{collection, ms, Context, Detector, Thresholds};
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// Shapes followed at most (the table bounds them first).
@@ -423,14 +426,14 @@ impl Observed<'_> {
 }
 
 /// A need no index serves: how well the best does, which, and the key it asks for.
-type Unserved<'o> = (&'o Observed<'o>, index_fit::Fit, Option<&'o IndexSpec>, Vec<(String, i32)>);
+type Unserved<'o> = (&'o Observed<'o>, fit::Fit, Option<&'o IndexSpec>, Vec<(String, i32)>);
 
 /// A recommended index and the needs it serves.
 struct Recommendation<'o> {
     spec: IndexSpec,
     /// The hidden index to unhide instead of creating one.
     unhide: Option<String>,
-    served: Vec<(&'o Observed<'o>, index_fit::Fit, Option<&'o IndexSpec>)>,
+    served: Vec<(&'o Observed<'o>, fit::Fit, Option<&'o IndexSpec>)>,
 }
 
 /// What a missing-index finding says besides the shapes: how much is known.
@@ -466,10 +469,9 @@ fn missing<'o>(
     let mut unserved: Vec<Unserved<'_>> = observed
         .iter()
         .filter_map(|o| {
-            let (fit, ix) = index_fit::best(&o.need, indexes, multikey);
+            let (fit, ix) = fit::best(&o.need, indexes, multikey);
             // Served but for arrays in a sort field: no new index would do better.
-            let served_but_arrays =
-                index_fit::best(&o.need, indexes, &|_| false).0.quality == Quality::Served;
+            let served_but_arrays = fit::best(&o.need, indexes, &|_| false).0.quality == Quality::Served;
             (fit.quality < Quality::Served && !served_but_arrays).then(|| (o, fit, ix, o.need.key(&eq_order)))
         })
         .collect();
@@ -491,13 +493,12 @@ fn missing<'o>(
             .filter_map(|f| by_first.get(f))
             .flatten()
             .copied()
-            .find(|&i| index_fit::fit_of(&o.need, &recs[i].spec, &no_arrays).quality == Quality::Served);
+            .find(|&i| fit::fit_of(&o.need, &recs[i].spec, &no_arrays).quality == Quality::Served);
         match serving {
             Some(i) => recs[i].served.push((o, fit, ix)),
             None => {
-                let hidden = unhidden
-                    .iter()
-                    .find(|h| index_fit::fit_of(&o.need, h, multikey).quality == Quality::Served);
+                let hidden =
+                    unhidden.iter().find(|h| fit::fit_of(&o.need, h, multikey).quality == Quality::Served);
                 let unhide = hidden.map(|h| h.name.clone());
                 let spec = hidden.cloned().unwrap_or_else(|| IndexSpec {
                     name: String::new(),
@@ -573,7 +574,7 @@ fn missing<'o>(
             let why_not: Vec<Value> = indexes
                 .iter()
                 .map(|ix| {
-                    let f = index_fit::fit_of(first, ix, multikey);
+                    let f = fit::fit_of(first, ix, multikey);
                     let why = if f.why.is_empty() { String::new() } else { format!(": {}", f.why) };
                     json!(format!("{} {}: {}{why}", ix.name, ix.key_js(), f.quality.as_str()))
                 })
@@ -682,7 +683,7 @@ fn describe(n: &Need) -> String {
         parts.push(format!("equality on {}", n.equality.iter().cloned().collect::<Vec<_>>().join(", ")));
     }
     if !n.sort.is_empty() {
-        parts.push(format!("the sort {}", index_fit::sort_text(n)));
+        parts.push(format!("the sort {}", fit::sort_text(n)));
     }
     if !n.range.is_empty() {
         parts.push(format!("the range on {}", n.range.iter().cloned().collect::<Vec<_>>().join(", ")));
@@ -810,7 +811,7 @@ fn unused(
             !(ix.is_id() || ix.unique || ix.ttl || ix.hidden || reported.contains(&ix.name) || hinted(ix))
                 && ix.key.iter().all(|(_, p)| !matches!(p, KeyPart::Special(_)))
         })
-        .filter(|ix| observed.iter().all(|o| index_fit::fit_of(&o.need, ix, multikey).quality == Quality::Unusable))
+        .filter(|ix| observed.iter().all(|o| fit::fit_of(&o.need, ix, multikey).quality == Quality::Unusable))
         .map(|ix| {
             Draft {
                 kind: "unused_index",
@@ -845,7 +846,7 @@ fn unused(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detectors::catalog::IndexCatalog;
+    use crate::detectors::indexes::catalog::IndexCatalog;
     use crate::detectors::Detectors;
     use crate::exchange::Limits;
     use crate::pipeline::Pipeline;

@@ -17,13 +17,14 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use super::driver::{Language, Stack};
-use super::values::Keyed;
-use super::{collection, median, ms, Context, Detector, Draft, Severity, Thresholds};
-use crate::command_shape::Category;
+use crate::detectors::driver::{Language, Stack};
+use crate::detectors::values::Keyed;
+use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
-use crate::report::Finding;
+use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
 /// Whether a field of a read decides its answer; the envelope (session, cluster
@@ -332,8 +333,8 @@ impl Detector for RedundantQuery {
                 "observed_time_ms": ms(s.latency_us as f64),
                 "apps": s.apps,
                 "drivers": stacks,
-                "first_seen": crate::report::rfc3339(s.first_at),
-                "last_seen": crate::report::rfc3339(s.last_at),
+                "first_seen": crate::event::rfc3339(s.first_at),
+                "last_seen": crate::event::rfc3339(s.last_at),
                 "thresholds": {
                     "redundant_window": t.redundant_window,
                     "redundant_max_distinct": t.redundant_max_distinct,
@@ -364,7 +365,7 @@ mod tests {
 
     use crate::script::Script;
 
-    fn redundant(s: Script) -> Vec<crate::report::Finding> {
+    fn redundant(s: Script) -> Vec<crate::finding::Finding> {
         s.run().findings().into_iter().filter(|f| f.kind == "redundant_query").collect()
     }
 

@@ -16,13 +16,14 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
-use super::names::{plausible, Paths};
-use super::values::{At, Keyed};
-use super::writes;
-use super::{collection, Context, Detector, Draft, Severity};
+use crate::detectors::names::{plausible, Paths};
+use crate::detectors::statements;
+use crate::detectors::values::{At, Keyed};
+use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
+use crate::finding::Finding;
+use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
-use crate::report::Finding;
 use crate::view::{OpView, ShapeId};
 
 /// A reading has at most this many fields.
@@ -74,7 +75,7 @@ fn source_like(e: &Element<'_>) -> bool {
 
 impl Bucket {
     /// A detector with these thresholds.
-    pub fn new(t: &super::Thresholds) -> Bucket {
+    pub fn new(t: &crate::detectors::Thresholds) -> Bucket {
         Bucket {
             keyed: Keyed::default(),
             names: Paths::default(),
@@ -97,7 +98,7 @@ impl Detector for Bucket {
         if cmd.name != "insert" || op.failed() {
             return;
         }
-        let docs = writes::inserts(cmd);
+        let docs = statements::inserts(cmd);
         if docs.is_empty() || docs.len() as u64 > self.max_per_insert {
             return;
         }

@@ -1,0 +1,11 @@
+//! Reads and joins: the smells of over-referencing, seen on the read path.
+//!
+//! - [`n_plus_one`]: a read returns N documents, then one query per document.
+//! - [`redundant_query`]: the same read with the same values again and again.
+//! - [`lookup_chain`]: frequent aggregations that join collections with `$lookup`.
+//! - [`over_fetch`]: frequent reads of whole documents that are mostly one large field.
+
+pub mod lookup_chain;
+pub mod n_plus_one;
+pub mod over_fetch;
+pub mod redundant_query;
