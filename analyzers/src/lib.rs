@@ -8,9 +8,11 @@
 //! - [`event`]: what the analysis is fed ([`event::TapEvent`]) and its clock.
 //! - [`exchange`]: pairing requests with replies ([`exchange::Correlator`]).
 //! - [`operation`]: the operation event every analyzer consumes.
+//! - [`namespace`]: system namespaces, and the epochs drops and renames start.
 //! - [`view`]: an operation decoded once ([`view::OpView`]), for the table and every detector.
 //! - [`shape`]: query shapes in `$queryStats`' placeholder language (the writer, the
 //!   operators, each command's parts).
+//! - [`statements`]: the write statements of any write command, and what its reply says they did.
 //! - [`table`]: the access-pattern frequency table.
 //! - [`finding`]: a finding, as detectors make it and reports render it.
 //! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
@@ -22,10 +24,12 @@ pub mod detectors;
 pub use mongotap_events as event;
 pub mod exchange;
 pub mod finding;
+pub mod namespace;
 pub mod operation;
 pub mod pipeline;
 pub mod report;
 pub mod script;
 pub mod shape;
+pub mod statements;
 pub mod table;
 pub mod view;

@@ -6,6 +6,7 @@ use crate::detectors::Detectors;
 use crate::event::{Micros, TapEvent};
 use crate::exchange::{Correlator, ExchangeStats, Limits};
 use crate::finding::Finding;
+use crate::namespace::Epochs;
 use crate::operation::Operation;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
@@ -21,6 +22,8 @@ pub struct Pipeline {
     last_at: Micros,
     /// The shape of the last operation completed (see [`Pipeline::last_shape`]).
     last_shape: Option<ShapeId>,
+    /// Each namespace's epoch: drops and renames end what detectors remember.
+    epochs: Epochs,
 }
 
 impl Pipeline {
@@ -40,6 +43,7 @@ impl Pipeline {
             first_at: None,
             last_at: 0,
             last_shape: None,
+            epochs: Epochs::default(),
         }
     }
 
@@ -56,14 +60,18 @@ impl Pipeline {
             self.detectors.on_gap(at);
             self.table.charge_loss(dropped);
         }
-        let (ops, last_shape) = (&mut self.operations, &mut self.last_shape);
+        let (ops, last_shape, epochs) = (&mut self.operations, &mut self.last_shape, &mut self.epochs);
         let (table, detectors) = (&mut self.table, &mut self.detectors);
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
             // Decoded once; the table fills in the shape ids the detectors read.
             let mut view = OpView::new(&op);
+            view.epoch = epochs.of(&op.namespace);
             table.record(&mut view);
             detectors.on_operation(&view);
+            if let Some(change) = &view.change {
+                epochs.apply(change);
+            }
             *last_shape = view.read_shape();
         });
     }

@@ -6,8 +6,10 @@
 use bson::RawDocument;
 use mongotap_wire::{Command, CommandReply};
 
+use crate::namespace::Change;
 use crate::operation::Operation;
 use crate::shape::command::{Category, StatementShape};
+use crate::statements::Outcome;
 
 /// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
 /// reports print as 16 hex digits (see [`crate::shape::hex`]).
@@ -36,6 +38,13 @@ pub struct OpView<'o> {
     pub shape_ids: Vec<Option<ShapeId>>,
     /// For getMore: the shape of the command that opened the cursor, when known.
     pub cursor_of: Option<ShapeId>,
+    /// The epoch of the operation's namespace (see [`crate::namespace`]): what
+    /// detectors remember of documents and reads is keyed by it.
+    pub epoch: u32,
+    /// The change in a collection's life this operation made (a drop, a rename...).
+    pub change: Option<Change>,
+    /// For a write: what its reply says it did (matched, changed, upserted).
+    pub outcome: Option<Outcome>,
 }
 
 impl<'o> OpView<'o> {
@@ -50,7 +59,24 @@ impl<'o> OpView<'o> {
         };
         // Most replies carry no documents; finding the batch costs a walk, so skip it.
         let batch = if op.docs_returned > 0 { reply.as_ref().and_then(|r| r.batch_elements()) } else { None };
-        OpView { op, command, reply, category, statements, batch, shape_ids: Vec::new(), cursor_of: None }
+        let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));
+        let outcome = match (&command, &reply) {
+            (Some(c), Some(r)) if category == Category::Write => Some(Outcome::of(c.name, r)),
+            _ => None,
+        };
+        OpView {
+            op,
+            command,
+            reply,
+            category,
+            statements,
+            batch,
+            shape_ids: Vec::new(),
+            cursor_of: None,
+            epoch: 0,
+            change,
+            outcome,
+        }
     }
 
     /// The shape id of the operation's first statement, or for a getMore the shape

@@ -18,7 +18,6 @@
 //! Shared by all of them:
 //! - [`thresholds`]: every threshold and bound, with its source.
 //! - [`values`]: keyed hashes of values, link values in replies, equalities in filters.
-//! - [`statements`]: the update statements and inserted documents of any write command.
 //! - [`driver`]: the client's language and ODM, from its handshake, for fixes.
 //! - [`snippets`]: fixes written in that language.
 
@@ -27,7 +26,6 @@ pub mod indexes;
 mod names;
 pub mod reads;
 pub mod snippets;
-pub mod statements;
 pub mod thresholds;
 pub mod values;
 pub mod writes;
@@ -178,6 +176,10 @@ impl Detectors {
     pub fn findings(&self, table: &AccessTable) -> Vec<Finding> {
         let ctx = Context::new(table, &self.thresholds);
         let mut all: Vec<Finding> = self.list.iter().flat_map(|d| d.findings(&ctx)).collect();
+        // The server's own namespaces (the profiler, config, local, admin) get no
+        // advice: nobody designs their schema, and the server writes them.
+        let system = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(crate::namespace::is_system);
+        all.retain(|f| !crate::namespace::is_system(&f.namespace) && !system(f.extra.get("child_namespace")));
         let children: Vec<String> = all
             .iter()
             .filter(|f| f.kind == "n_plus_one")

@@ -5,11 +5,19 @@
 //! for its collection's indexes, and from then on only follows what the shape
 //! cannot say: the longest `$in` list of sorted shapes, and whether a sort field
 //! holds arrays (from a sample of the documents replies return). It also keeps the
-//! catalog in step with the index commands that pass through (`createIndexes`,
-//! `dropIndexes`, `collMod`, `drop`, `listIndexes` replies).
+//! catalog in step with the index commands and collection changes that pass through
+//! (`createIndexes`, `dropIndexes`, `collMod`, `listIndexes` replies, `create`,
+//! `drop`, `dropDatabase`, `renameCollection`, an insert that creates a collection).
 //!
-//! When findings are asked for, each shape's needs are fitted to the indexes that
-//! exist ([`index_fit`](crate::detectors::indexes::fit)); the needs no index serves get one key
+//! Each execution is judged against the indexes that existed when it ran: the
+//! advisor counts a shape's executions by the catalog's state of its collections at
+//! the time (a number, see [`catalog`](super::catalog)), and when findings are asked
+//! for, only executions that no index served then count. A test suite drops its
+//! collections when it ends; what ran while `_cls_1` existed was served.
+//!
+//! The shapes that ran unserved are fitted to the indexes the collection has now, or
+//! had last if it was dropped ([`fit`](crate::detectors::indexes::fit)): an index
+//! created since clears them. The needs no index serves get one key
 //! each (equalities ordered so that shapes on the same collection share prefixes,
 //! then the sort, then ranges), and keys are merged so that an index serving
 //! several shapes is recommended once, listing them all, ranked by what they cost
@@ -19,20 +27,24 @@
 //! window it was watched for and the caveat that mongotap sees only its own clients.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bson::RawDocument;
 use mongotap_wire::element;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::detectors::indexes::catalog::{
-    key_of, Explained, IndexCatalog, IndexSpec, KeyPart, Sample, SharedCatalog, Source,
+    key_of, IndexCatalog, IndexSpec, Known, Sample, SharedCatalog, Source,
 };
 use crate::detectors::indexes::esr::{self, Need};
 use crate::detectors::indexes::fit::{self, Quality};
-use crate::detectors::{collection, ms, Context, Detector, Thresholds};
+use crate::detectors::indexes::missing::{missing, Facts, Observed};
+use crate::detectors::indexes::unneeded::{key_matches, redundant, unused};
+use crate::detectors::{Context, Detector};
 use crate::finding::Finding;
-use crate::finding::{Draft, Severity};
+use crate::namespace::Change;
 use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
@@ -44,6 +56,9 @@ const MAX_MULTIKEY: usize = 100_000;
 const MAX_SAMPLE_BYTES: usize = 16 * 1024;
 /// Replies sampled for arrays: the first few of a shape, then one in this many.
 const SAMPLE_EVERY: u64 = 32;
+/// Catalog states a shape's executions are counted under, at most; past it the
+/// oldest two are merged (counted as evictions).
+const MAX_RUN_STATES: usize = 8;
 
 /// What one shape needs, learnt the first time it is seen.
 struct ShapeNeeds {
@@ -54,6 +69,31 @@ struct ShapeNeeds {
     sorted_in: bool,
     longest_in: usize,
     replies: u64,
+    /// The collections its needs are on.
+    namespaces: Vec<String>,
+    /// Executions by the catalog's state of those collections when they ran: (the
+    /// sequence number of their latest change then, executions).
+    runs: Vec<(u64, u64)>,
+}
+
+impl ShapeNeeds {
+    /// Counts one execution under catalog state `seq`; returns whether two old
+    /// states had to be merged to stay bounded.
+    fn ran(&mut self, seq: u64) -> bool {
+        match self.runs.last_mut() {
+            Some((s, n)) if *s == seq => {
+                *n += 1;
+                return false;
+            }
+            _ => self.runs.push((seq, 1)),
+        }
+        if self.runs.len() > MAX_RUN_STATES {
+            let (_, n) = self.runs.remove(0);
+            self.runs[0].1 += n;
+            return true;
+        }
+        false
+    }
 }
 
 /// The advisor.
@@ -64,13 +104,28 @@ pub struct IndexAdvisor {
     multikey: FxHashSet<u64>,
     evicted_shapes: u64,
     evicted_multikey: u64,
+    merged_runs: u64,
+    /// The catalog's version (read without its lock) and, as of `seen`, each
+    /// collection's latest change: what an execution is counted under.
+    version: Arc<AtomicU64>,
+    seen: u64,
+    latest: FxHashMap<String, u64>,
+    /// Databases and collections the traffic dropped: an insert there creates the
+    /// collection (the catalog is told; elsewhere inserts need no lock).
+    dropped: FxHashSet<String>,
 }
 
 impl IndexAdvisor {
     /// An advisor over `catalog` (filled by the side connection, if any, and by the traffic).
     pub fn new(catalog: SharedCatalog) -> IndexAdvisor {
+        let version = catalog.lock().unwrap_or_else(|e| e.into_inner()).version();
         IndexAdvisor {
             catalog,
+            merged_runs: 0,
+            version,
+            seen: 0,
+            latest: FxHashMap::default(),
+            dropped: FxHashSet::default(),
             shapes: FxHashMap::default(),
             asked: FxHashSet::default(),
             multikey: FxHashSet::default(),
@@ -112,14 +167,14 @@ impl IndexAdvisor {
                         _ => {}
                     }
                 }
-                self.lock().dropped(ns, &names, &keys);
+                self.lock().dropped(ns, &names, &keys, at);
             }
             "collMod" => {
                 let Some(ix) = element::find(cmd.body, "index").and_then(|e| e.as_document()) else { return };
                 let Some(hidden) = element::find(ix, "hidden").and_then(|h| h.as_bool()) else { return };
                 let name = element::find(ix, "name").and_then(|n| n.as_str());
                 let key = element::find(ix, "keyPattern").and_then(|k| k.as_document()).map(key_of);
-                self.lock().hidden(ns, name, key.as_deref(), hidden);
+                self.lock().hidden(ns, name, key.as_deref(), hidden, at);
             }
             "listIndexes" => {
                 // The first batch holds every index (at most 64, the default batch is 101).
@@ -133,15 +188,6 @@ impl IndexAdvisor {
                 if c.get(ns).is_none_or(|k| k.source != Source::SideConnection) {
                     c.install(ns, specs, Source::TrafficListIndexes, at);
                 }
-            }
-            "drop" => {
-                self.lock().forget(cmd.database(), cmd.collection());
-                self.asked.remove(ns);
-            }
-            "dropDatabase" => {
-                self.lock().forget(cmd.database(), None);
-                let db = format!("{}.", cmd.database());
-                self.asked.retain(|a| !a.starts_with(&db));
             }
             _ => {}
         }
@@ -168,7 +214,17 @@ impl IndexAdvisor {
             .collect();
         let sorted_in = needs.iter().any(|(_, n)| !n.in_fields.is_empty() && !n.sort.is_empty());
         self.sample(v, i, ns, &needs);
-        Some(ShapeNeeds { needs, sort_paths, sorted_in, longest_in: 0, replies: 0 })
+        let namespaces: Vec<String> =
+            needs.iter().map(|(n, _)| n.clone()).collect::<BTreeSet<_>>().into_iter().collect();
+        Some(ShapeNeeds {
+            needs,
+            sort_paths,
+            sorted_in,
+            longest_in: 0,
+            replies: 0,
+            namespaces,
+            runs: Vec::new(),
+        })
     }
 
     /// With `--explain`, keeps this first request of a read shape for the side
@@ -221,6 +277,61 @@ impl IndexAdvisor {
     fn is_multikey(&self, namespace: &str, path: &str) -> bool {
         self.multikey.contains(&Self::multikey_key(namespace, path))
     }
+
+    /// The catalog state an execution on `namespaces` runs under now: the latest
+    /// change of any of them (cached until the catalog changes).
+    fn state_of(&mut self, namespaces: &[String]) -> u64 {
+        let version = self.version.load(Ordering::Acquire);
+        if version != self.seen {
+            self.latest.clear();
+            self.seen = version;
+        }
+        let mut seq = 0;
+        for ns in namespaces {
+            let s = match self.latest.get(ns) {
+                Some(s) => *s,
+                None => {
+                    let s = self.catalog.lock().unwrap_or_else(|e| e.into_inner()).latest_seq(ns);
+                    self.latest.insert(ns.clone(), s);
+                    s
+                }
+            };
+            seq = seq.max(s);
+        }
+        seq
+    }
+
+    /// Keeps the catalog in step with a change in a collection's life, and with
+    /// inserts that create a collection the traffic dropped.
+    fn lifecycle(&mut self, v: &OpView<'_>) {
+        let at = v.op.started_at;
+        if let Some(change) = &v.change {
+            match change {
+                Change::Dropped(ns) => {
+                    self.dropped.insert(ns.clone());
+                }
+                Change::DatabaseDropped(db) => {
+                    self.dropped.insert(db.clone());
+                }
+                Change::Renamed { from, .. } => {
+                    self.dropped.insert(from.clone());
+                }
+                Change::Created(_) | Change::Emptied(_) => {}
+            }
+            self.lock().lifecycle(change, at);
+        }
+        if self.dropped.is_empty() || v.category != Category::Write || v.op.failed() {
+            return;
+        }
+        let Some(cmd) = &v.command else { return };
+        let creates = cmd.name == "insert" || v.outcome.as_ref().is_some_and(|o| !o.upserted.is_empty());
+        let ns = v.op.namespace.as_str();
+        let db = ns.split_once('.').map_or(ns, |(d, _)| d);
+        if creates && (self.dropped.contains(ns) || self.dropped.contains(db)) {
+            self.dropped.remove(ns);
+            self.lock().inserted(ns, at);
+        }
+    }
 }
 
 /// Whether any value along the dotted `path` of `doc` is an array.
@@ -261,6 +372,7 @@ impl Detector for IndexAdvisor {
     }
 
     fn on_operation(&mut self, v: &OpView<'_>) {
+        self.lifecycle(v);
         match v.category {
             Category::Command => return self.index_command(v),
             Category::Read | Category::Write => {}
@@ -275,7 +387,11 @@ impl Detector for IndexAdvisor {
                 let Some(s) = self.learn(v, i) else { continue };
                 self.shapes.insert(id, s);
             }
+            let namespaces = std::mem::take(&mut self.shapes.get_mut(&id).expect("just inserted").namespaces);
+            let seq = self.state_of(&namespaces);
             let s = self.shapes.get_mut(&id).expect("just inserted");
+            s.namespaces = namespaces;
+            self.merged_runs += u64::from(s.ran(seq));
             if s.sorted_in {
                 if let Some(f) = v.command.as_ref().and_then(sorted_filter) {
                     s.longest_in = s.longest_in.max(esr::longest_in(f));
@@ -310,15 +426,24 @@ impl Detector for IndexAdvisor {
     fn findings(&self, ctx: &Context<'_>) -> Vec<Finding> {
         let t = ctx.thresholds;
         let catalog = self.lock();
-        // Every (shape, need) by namespace, with the shape's figures from the table.
+        // Every (shape, need) that ran unserved, by namespace, with its figures.
         let mut by_ns: BTreeMap<&str, Vec<Observed<'_>>> = BTreeMap::new();
+        let mut judged_unknown: FxHashSet<&str> = FxHashSet::default();
         for (id, s) in &self.shapes {
             let Some(row) = ctx.row(*id) else { continue };
             for (ns, need) in &s.needs {
+                let need = need.resolve_in(s.longest_in, t.index_in_max_points as usize);
+                let (unserved, unknown) = unserved_runs(&catalog, ns, &need, &s.runs);
+                if unserved == 0 {
+                    continue;
+                }
+                if unknown {
+                    judged_unknown.insert(ns.as_str());
+                }
                 by_ns.entry(ns.as_str()).or_default().push(Observed {
                     id: *id,
-                    need: need.resolve_in(s.longest_in, t.index_in_max_points as usize),
-                    count: row.count,
+                    need,
+                    count: unserved,
                     mean_us: row.latency_us.histogram().mean(),
                     p50_ms: row.latency_ms(0.5),
                     command: &row.command,
@@ -346,513 +471,159 @@ impl Detector for IndexAdvisor {
         }
         let complete = ctx.table.other_shapes() == 0 && self.evicted_shapes == 0;
         let mut out = Vec::new();
+        // Missing indexes: the shapes that ran unserved, against the indexes the
+        // collection has now, or had last if it is gone.
         for (ns, observed) in &mut by_ns {
-            let known = catalog.get(ns);
+            let now = catalog.get(ns);
+            let reference = now.filter(|k| k.exists).or_else(|| catalog.last_existing(ns));
             // A collection's default collation is its _id index's; queries without one use it.
-            if let Some(default) =
-                known.and_then(|k| k.indexes.iter().find(|i| i.is_id())).and_then(|i| i.collation.clone())
-            {
+            if let Some(default) = reference.and_then(|k| default_collation(&k.indexes)) {
                 for o in observed.iter_mut() {
                     o.need.collation.get_or_insert_with(|| default.clone());
                 }
             }
             let observed: &Vec<Observed<'_>> = observed;
             let implied = [IndexSpec::id_index()];
-            let indexes: &[IndexSpec] = match known {
+            let indexes: &[IndexSpec] = match reference {
                 Some(k) if !k.indexes.is_empty() => &k.indexes,
                 _ => &implied,
             };
-            let knowledge = match (known, &side) {
-                (Some(k), _) => k.source.as_str().to_owned(),
-                (None, Some(s)) => format!("unknown: only the _id index is assumed (side connection: {s})"),
-                (None, None) => "unknown: only the _id index is assumed (no side connection, no listIndexes or createIndexes in the traffic)".to_owned(),
-            };
+            let knowledge = knowledge(reference, now, side.as_deref());
             let multikey = |f: &str| self.is_multikey(ns, f);
             let explained = |id: ShapeId| catalog.explained(id).cloned();
             // createIndexes in the traffic says which indexes exist, not that there are no others.
-            let complete_knowledge = known.is_some_and(|k| k.source != Source::TrafficCreateIndexes);
-            let facts =
-                Facts { known: complete_knowledge, knowledge: &knowledge, total_ops, explained: &explained };
+            let known = reference.is_some_and(|k| k.source.complete()) && !judged_unknown.contains(ns);
+            let facts = Facts { known, knowledge: &knowledge, total_ops, explained: &explained };
             out.extend(missing(ns, observed, indexes, &multikey, &facts, t));
-            if let Some(k) = known {
-                let hinted = |ix: &IndexSpec| {
-                    named.get(ns).is_some_and(|vs| {
-                        vs.iter().any(|v| {
-                            v.as_str() == Some(ix.name.as_str())
-                                || v.as_str().is_some_and(|f| ix.key.first().is_some_and(|(k, _)| k == f))
-                                || key_matches(v, ix)
-                        })
+        }
+        // Redundant and unused indexes: of the collections that exist now.
+        for (ns, k) in catalog.all().filter(|(_, k)| k.exists) {
+            let observed = by_ns_all(&self.shapes, ns, t);
+            let multikey = |f: &str| self.is_multikey(ns, f);
+            let knowledge = knowledge(Some(k), Some(k), side.as_deref());
+            let hinted = |ix: &IndexSpec| {
+                named.get(ns.as_str()).is_some_and(|vs| {
+                    vs.iter().any(|v| {
+                        v.as_str() == Some(ix.name.as_str())
+                            || v.as_str().is_some_and(|f| ix.key.first().is_some_and(|(k, _)| k == f))
+                            || key_matches(v, ix)
                     })
-                };
-                let redundant = redundant(ns, ctx, &k.indexes, &hinted, &knowledge);
-                let reported: Vec<String> = redundant
-                    .iter()
-                    .filter_map(|f| f.extra.get("index_name")?.as_str().map(str::to_owned))
-                    .collect();
-                out.extend(redundant);
-                if complete {
-                    out.extend(unused(
-                        ns, observed, &k.indexes, &multikey, &reported, &hinted, &knowledge, ctx, t,
-                    ));
-                }
+                })
+            };
+            let redundant = redundant(ns, ctx, &k.indexes, &hinted, &knowledge);
+            let reported: Vec<String> = redundant
+                .iter()
+                .filter_map(|f| f.extra.get("index_name")?.as_str().map(str::to_owned))
+                .collect();
+            out.extend(redundant);
+            if complete {
+                out.extend(unused(
+                    ns, &observed, &k.indexes, &multikey, &reported, &hinted, &knowledge, ctx, t,
+                ));
             }
         }
         out
     }
 
     fn evictions(&self) -> Vec<(&'static str, u64)> {
+        let (collections, states) = {
+            let c = self.lock();
+            (c.evicted(), c.forgotten())
+        };
         vec![
             ("shapes", self.evicted_shapes),
             ("multikey_fields", self.evicted_multikey),
-            ("collections", self.lock().evicted()),
+            ("collections", collections),
+            ("catalog_states", states),
+            ("run_states", self.merged_runs),
         ]
     }
 }
 
-/// One shape's need on one collection, with its figures.
-struct Observed<'r> {
-    id: ShapeId,
-    need: Need,
-    count: u64,
-    mean_us: f64,
-    p50_ms: Option<f64>,
-    command: &'r str,
+/// The default collation of a collection: its `_id` index's.
+fn default_collation(indexes: &[IndexSpec]) -> Option<String> {
+    indexes.iter().find(|i| i.is_id()).and_then(|i| i.collation.clone())
 }
 
-impl Observed<'_> {
-    fn time_us(&self) -> f64 {
-        self.count as f64 * self.mean_us
-    }
-}
-
-/// A need no index serves: how well the best does, which, and the key it asks for.
-type Unserved<'o> = (&'o Observed<'o>, fit::Fit, Option<&'o IndexSpec>, Vec<(String, i32)>);
-
-/// A recommended index and the needs it serves.
-struct Recommendation<'o> {
-    spec: IndexSpec,
-    /// The hidden index to unhide instead of creating one.
-    unhide: Option<String>,
-    served: Vec<(&'o Observed<'o>, fit::Fit, Option<&'o IndexSpec>)>,
-}
-
-/// What a missing-index finding says besides the shapes: how much is known.
-struct Facts<'a> {
-    /// Whether the collection's indexes are known (else only `_id` is assumed).
-    known: bool,
-    /// Where the knowledge came from, in words.
-    knowledge: &'a str,
-    /// Reads and writes of every collection, for shares.
-    total_ops: u64,
-    /// What `--explain` said about a shape.
-    explained: &'a dyn Fn(ShapeId) -> Option<Explained>,
-}
-
-fn missing<'o>(
-    ns: &str,
-    observed: &'o [Observed<'o>],
-    indexes: &'o [IndexSpec],
-    multikey: &dyn Fn(&str) -> bool,
-    facts: &Facts<'_>,
-    t: &Thresholds,
-) -> Vec<Finding> {
-    let (known, knowledge, total_ops) = (facts.known, facts.knowledge, facts.total_ops);
-    // Equality fields ordered by how often they are bound on this collection, so that
-    // keys share prefixes.
-    let mut weight: BTreeMap<&str, i64> = BTreeMap::new();
-    for o in observed {
-        for f in &o.need.equality {
-            *weight.entry(f.as_str()).or_default() += o.count as i64;
-        }
-    }
-    let eq_order = |f: &str| weight.get(f).copied().unwrap_or(0);
-    let mut unserved: Vec<Unserved<'_>> = observed
-        .iter()
-        .filter_map(|o| {
-            let (fit, ix) = fit::best(&o.need, indexes, multikey);
-            // Served but for arrays in a sort field: no new index would do better.
-            let served_but_arrays = fit::best(&o.need, indexes, &|_| false).0.quality == Quality::Served;
-            (fit.quality < Quality::Served && !served_but_arrays).then(|| (o, fit, ix, o.need.key(&eq_order)))
-        })
-        .collect();
-    // Longest keys first (they may serve the shorter ones), then the costliest.
-    unserved.sort_by(|a, b| b.3.len().cmp(&a.3.len()).then(b.0.time_us().total_cmp(&a.0.time_us())));
-    let mut recs: Vec<Recommendation<'_>> = Vec::new();
-    // Recommendations by the first field of their key: one can serve a need only if
-    // it starts with a field the need names, so each need looks at a few, not all
-    // (thousands of shapes on one collection stay linear).
-    let mut by_first: FxHashMap<String, Vec<usize>> = FxHashMap::default();
-    // Hidden indexes as they would be unhidden, to suggest unhiding rather than creating.
-    let unhidden: Vec<IndexSpec> =
-        indexes.iter().filter(|ix| ix.hidden).map(|ix| IndexSpec { hidden: false, ..ix.clone() }).collect();
-    let no_arrays = |_: &str| false;
-    for (o, fit, ix, key) in unserved {
-        let serving = o
-            .need
-            .fields()
-            .filter_map(|f| by_first.get(f))
-            .flatten()
-            .copied()
-            .find(|&i| fit::fit_of(&o.need, &recs[i].spec, &no_arrays).quality == Quality::Served);
-        match serving {
-            Some(i) => recs[i].served.push((o, fit, ix)),
-            None => {
-                let hidden =
-                    unhidden.iter().find(|h| fit::fit_of(&o.need, h, multikey).quality == Quality::Served);
-                let unhide = hidden.map(|h| h.name.clone());
-                let spec = hidden.cloned().unwrap_or_else(|| IndexSpec {
-                    name: String::new(),
-                    key: key.iter().map(|(f, d)| (f.clone(), KeyPart::Ordered(*d))).collect(),
-                    unique: false,
-                    collation: o.need.collation.clone(),
-                    ..IndexSpec::id_index()
-                });
-                by_first.entry(spec.key[0].0.clone()).or_default().push(recs.len());
-                recs.push(Recommendation { spec, unhide, served: vec![(o, fit, ix)] });
-            }
-        }
-    }
-    let coll = collection(ns);
-    recs.into_iter()
-        // An index with this very key exists but cannot serve (its options, a collation):
-        // creating it again would fail; the finding would mislead.
-        .filter(|r| r.unhide.is_some() || !indexes.iter().any(|ix| ix.key == r.spec.key))
-        .filter_map(|r| {
-            let count: u64 = r.served.iter().map(|(o, ..)| o.count).sum();
-            if count < t.index_min_count {
-                return None;
-            }
-            let time_us: f64 = r.served.iter().map(|(o, ..)| o.time_us()).sum();
-            let worst = r.served.iter().map(|(_, f, _)| f.quality).min().unwrap_or(Quality::Unusable);
-            let share = count as f64 / total_ops.max(1) as f64;
-            let explains: Vec<(ShapeId, Explained)> =
-                r.served.iter().filter_map(|(o, ..)| Some((o.id, (facts.explained)(o.id)?))).collect();
-            // count and distinct return (almost) nothing by design: only finds and
-            // aggregations are judged by what they examine beyond what they return.
-            let returns_documents =
-                |id: &ShapeId| r.served.iter().any(|(o, ..)| o.id == *id && matches!(o.command, "find" | "aggregate"));
-            let wasteful = explains.iter().any(|(id, e)| {
-                returns_documents(id) && e.docs_examined.max(e.keys_examined).saturating_sub(e.returned) > t.index_high_examined
-            });
-            let severity = match worst {
-                _ if !known => Severity::Low,
-                Quality::SortInMemory if !wasteful => Severity::Low,
-                _ if share >= t.index_high_share || wasteful => Severity::High,
-                _ => Severity::Medium,
+/// Executions of a shape that no index served when they ran, and whether any was
+/// judged without knowing the collection's indexes (only `_id` assumed). A run
+/// before anything was known of the collection is judged by what was learnt first
+/// after it (the side connection answers within a second of the first query).
+fn unserved_runs(catalog: &IndexCatalog, ns: &str, need: &Need, runs: &[(u64, u64)]) -> (u64, bool) {
+    let implied = [IndexSpec::id_index()];
+    let (mut unserved, mut unknown) = (0, false);
+    for &(seq, n) in runs {
+        let (indexes, complete): (&[IndexSpec], bool) =
+            match catalog.at(ns, seq).or_else(|| catalog.after(ns, seq)) {
+                // No collection then: nothing to scan.
+                Some(k) if !k.exists => continue,
+                Some(k) => (&k.indexes, k.source.complete()),
+                None => (&implied, false),
             };
-            let key_js = r.spec.key_js();
-            let key_json = r.spec.key_json();
-            let mut ids: Vec<ShapeId> = Vec::new();
-            let shapes: Vec<Value> = r
-                .served
-                .iter()
-                .map(|(o, f, ix)| {
-                    ids.push(o.id);
-                    let mut shape = json!({
-                        "shape_id": crate::shape::hex(o.id),
-                        "command": o.command,
-                        "count": o.count,
-                        "p50_ms": o.p50_ms,
-                        "today": f.quality.as_str(),
-                        "best_index": ix.map(|i| i.name.clone()),
-                        "why": f.why,
-                    });
-                    if let Some((_, e)) = explains.iter().find(|(id, _)| *id == o.id) {
-                        shape["explain"] = json!({
-                            "totalKeysExamined": e.keys_examined,
-                            "totalDocsExamined": e.docs_examined,
-                            "nReturned": e.returned,
-                            "winning_plan": e.plan,
-                        });
-                    }
-                    shape
-                })
-                .collect();
-            ids.dedup();
-            let first = &r.served[0].0.need;
-            let existing: Vec<Value> = indexes.iter().map(IndexSpec::key_json).collect();
-            let why_not: Vec<Value> = indexes
-                .iter()
-                .map(|ix| {
-                    let f = fit::fit_of(first, ix, multikey);
-                    let why = if f.why.is_empty() { String::new() } else { format!(": {}", f.why) };
-                    json!(format!("{} {}: {}{why}", ix.name, ix.key_js(), f.quality.as_str()))
-                })
-                .collect();
-            // Existing indexes the new one makes redundant (a prefix of it, droppable).
-            let replaced: Vec<&IndexSpec> = indexes.iter().filter(|ix| prefix_of(ix, &r.spec) && droppable(ix)).collect();
-            let served_text = describe(first);
-            let plan = explains.first().map(|(_, e)| {
-                format!(
-                    "{}: {} documents and {} keys examined for {} returned",
-                    e.plan, e.docs_examined, e.keys_examined, e.returned
-                )
-            });
-            let evidence = || {
-                let mut e = json!({
-                    "count": count,
-                    "today": worst.as_str(),
-                    "shapes": shapes,
-                    "total_ms": ms(time_us),
-                    "share": (share * 1000.0).round() / 1000.0,
-                    "existing_indexes": existing,
-                    "why_existing_indexes_do_not_serve": why_not,
-                    "index_knowledge": knowledge,
-                });
-                if let Some(p) = &plan {
-                    e["explain"] = json!(p);
-                }
-                e
-            };
-            let mut recommendation = format!(
-                "Create an index that serves {served_text}{}: {} {} ran {count} times ({:.1}% of the operations), {}.",
-                if r.served.len() > 1 { format!(" and {} more shape(s)", r.served.len() - 1) } else { String::new() },
-                r.served.len(),
-                if r.served.len() == 1 { "shape" } else { "shapes" },
-                100.0 * share,
-                worst.as_str(),
-            );
-            if !known {
-                recommendation.push_str(&format!(
-                    " mongotap does not know {ns}'s indexes ({knowledge}); check with db.{coll}.getIndexes() first."
-                ));
-            }
-            if !replaced.is_empty() {
-                let names: Vec<&str> = replaced.iter().map(|i| i.name.as_str()).collect();
-                recommendation.push_str(&format!(
-                    " It makes {} redundant (a prefix of it): drop after the new index is built.",
-                    names.join(", ")
-                ));
-            }
-            if let Some(name) = &r.unhide {
-                recommendation = format!(
-                    "The hidden index {name} {key_js} would serve {served_text}: {} {} ran {count} times ({:.1}% of the operations), {}. Unhide it.",
-                    r.served.len(),
-                    if r.served.len() == 1 { "shape" } else { "shapes" },
-                    100.0 * share,
-                    worst.as_str(),
-                );
-                let fix = format!("db.{coll}.unhideIndex(\"{name}\")");
-                return Some(draft(ns, severity, &ids, evidence(), recommendation, fix, key_json, &r.spec.key[0].0));
-            }
-            let mut fix = format!("db.{coll}.createIndex({key_js}");
-            if let Some((locale, strength)) = r.spec.collation.as_deref().and_then(|c| c.split_once('/')) {
-                fix.push_str(&format!(", {{ collation: {{ locale: \"{locale}\", strength: {strength} }} }}"));
-            }
-            fix.push(')');
-            for ix in &replaced {
-                fix.push_str(&format!(
-                    "\n// then, once it is built, {} is a prefix of it:\ndb.{coll}.dropIndex(\"{}\")",
-                    ix.key_js(),
-                    ix.name
-                ));
-            }
-            Some(draft(ns, severity, &ids, evidence(), recommendation, fix, key_json, &r.spec.key[0].0))
-        })
-        .collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn draft(
-    ns: &str,
-    severity: Severity,
-    ids: &[ShapeId],
-    evidence: Value,
-    recommendation: String,
-    fix: String,
-    key: Value,
-    first_field: &str,
-) -> Finding {
-    Draft {
-        kind: "missing_index",
-        severity,
-        namespace: ns,
-        shapes: ids,
-        evidence,
-        recommendation,
-        fix: Some(fix),
-        extra: vec![("index", json!({"key": key})), ("field", json!(first_field))],
-    }
-    .finding()
-}
-
-/// "equality on a, b, then the sort {c: -1}, then the range on d".
-fn describe(n: &Need) -> String {
-    let mut parts = Vec::new();
-    if !n.equality.is_empty() {
-        parts.push(format!("equality on {}", n.equality.iter().cloned().collect::<Vec<_>>().join(", ")));
-    }
-    if !n.sort.is_empty() {
-        parts.push(format!("the sort {}", fit::sort_text(n)));
-    }
-    if !n.range.is_empty() {
-        parts.push(format!("the range on {}", n.range.iter().cloned().collect::<Vec<_>>().join(", ")));
-    }
-    parts.join(", then ")
-}
-
-/// Whether a `hint` given as a key document names this index.
-fn key_matches(hint: &Value, ix: &IndexSpec) -> bool {
-    let Some(o) = hint.as_object() else { return false };
-    o.len() == ix.key.len() && o.iter().zip(&ix.key).all(|((f, d), (k, p))| f == k && *d == p.to_json())
-}
-
-/// `a`'s key is a proper prefix of `b`'s, with the same directions.
-fn prefix_of(a: &IndexSpec, b: &IndexSpec) -> bool {
-    a.key.len() < b.key.len() && a.key.iter().zip(&b.key).all(|(x, y)| x == y)
-}
-
-/// Whether an index does nothing but serve queries (so a wider one can replace it).
-fn droppable(ix: &IndexSpec) -> bool {
-    !(ix.is_id()
-        || ix.unique
-        || ix.partial.is_some()
-        || ix.sparse
-        || ix.ttl
-        || ix.hidden
-        || ix.collation.is_some())
-        && ix.key.iter().all(|(_, p)| matches!(p, KeyPart::Ordered(_)))
-}
-
-fn redundant(
-    ns: &str,
-    ctx: &Context<'_>,
-    indexes: &[IndexSpec],
-    hinted: &dyn Fn(&IndexSpec) -> bool,
-    knowledge: &str,
-) -> Vec<Finding> {
-    let coll = collection(ns);
-    let (mut reads, mut writes) = (0, 0);
-    for r in ctx.table.rows().into_iter().filter(|r| r.namespace == ns) {
-        match r.category {
-            Category::Read => reads += r.count,
-            Category::Write => writes += r.count,
-            Category::Command => {}
+        let mut need = need.clone();
+        if let Some(c) = default_collation(indexes) {
+            need.collation.get_or_insert(c);
+        }
+        // Served but for arrays in a sort field counts as served: no index would do better.
+        if fit::best(&need, indexes, &|_| false).0.quality < Quality::Served {
+            unserved += n;
+            unknown |= !complete;
         }
     }
-    indexes
+    (unserved, unknown)
+}
+
+/// Every shape's need on `ns`, with all its executions (for unused indexes: an index
+/// any observed shape could use is used).
+fn by_ns_all<'s>(
+    shapes: &'s FxHashMap<ShapeId, ShapeNeeds>,
+    ns: &str,
+    t: &crate::detectors::Thresholds,
+) -> Vec<Observed<'s>> {
+    shapes
         .iter()
-        .filter(|a| droppable(a) && !hinted(a))
-        .filter_map(|a| {
-            // The wider index must serve every query the narrower one does: no text,
-            // geo or wildcard part, nothing that hides documents from it.
-            let b = indexes.iter().find(|b| {
-                prefix_of(a, b)
-                    && !b.hidden
-                    && b.partial.is_none()
-                    && !b.sparse
-                    && b.collation == a.collation
-                    && b.key.iter().all(|(f, p)| !matches!(p, KeyPart::Special(_)) && !f.ends_with("$**"))
-            })?;
-            let severity = if writes > 0 { Severity::Medium } else { Severity::Low };
-            Some(
-                Draft {
-                    kind: "redundant_index",
-                    severity,
-                    namespace: ns,
-                    shapes: &[],
-                    evidence: json!({
-                        "count": writes,
-                        "writes_seen": writes,
-                        "reads_seen": reads,
-                        "index": a.name,
-                        "covered_by": b.name,
-                        "covered_by_key": b.key_json(),
-                        "index_knowledge": knowledge,
-                    }),
-                    recommendation: format!(
-                        "{} {} is a prefix of {} {}: every query it serves, the wider one serves too, while every write ({writes} seen) maintains both. Hide it, watch, then drop it.",
-                        a.name,
-                        a.key_js(),
-                        b.name,
-                        b.key_js()
-                    ),
-                    fix: Some(format!(
-                        "db.{coll}.hideIndex(\"{0}\")   // reversible: unhideIndex if a query slows down\ndb.{coll}.dropIndex(\"{0}\")",
-                        a.name
-                    )),
-                    extra: vec![("index", json!({"key": a.key_json()})), ("index_name", json!(a.name))],
-                }
-                .finding(),
-            )
+        .flat_map(|(id, s)| {
+            s.needs.iter().filter(|(n, _)| n == ns).map(move |(_, need)| Observed {
+                id: *id,
+                need: need.resolve_in(s.longest_in, t.index_in_max_points as usize),
+                count: s.runs.iter().map(|r| r.1).sum(),
+                mean_us: 0.0,
+                p50_ms: None,
+                command: "",
+            })
         })
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn unused(
-    ns: &str,
-    observed: &[Observed<'_>],
-    indexes: &[IndexSpec],
-    multikey: &dyn Fn(&str) -> bool,
-    reported: &[String],
-    hinted: &dyn Fn(&IndexSpec) -> bool,
-    knowledge: &str,
-    ctx: &Context<'_>,
-    t: &Thresholds,
-) -> Vec<Finding> {
-    let rows: Vec<_> = ctx
-        .table
-        .rows()
-        .into_iter()
-        .filter(|r| r.namespace == ns && matches!(r.category, Category::Read | Category::Write))
-        .collect();
-    let operations: u64 = rows.iter().map(|r| r.count).sum();
-    if operations < t.unused_index_min_operations {
-        return Vec::new();
+/// Where the knowledge of a collection's indexes came from, in words, with when;
+/// for a collection dropped since, that these are the indexes it had.
+fn knowledge(reference: Option<&Known>, now: Option<&Known>, side: Option<&str>) -> String {
+    match (reference, now) {
+        (Some(r), Some(n)) if !n.exists => format!(
+            "{} at {}; the collection was dropped at {}: these are the indexes it had",
+            r.source.as_str(),
+            crate::event::rfc3339(r.at),
+            crate::event::rfc3339(n.at)
+        ),
+        (Some(r), _) => format!("{} at {}", r.source.as_str(), crate::event::rfc3339(r.at)),
+        (None, _) => match side {
+            Some(s) => format!("unknown: only the _id index is assumed (side connection: {s})"),
+            None => "unknown: only the _id index is assumed (no side connection, no listIndexes or createIndexes in the traffic)".to_owned(),
+        },
     }
-    let from = rows.iter().map(|r| r.first_seen).min().unwrap_or(0);
-    let to = rows.iter().map(|r| r.last_seen).max().unwrap_or(0);
-    let window_s = to.saturating_sub(from) as f64 / 1e6;
-    let coll = collection(ns);
-    indexes
-        .iter()
-        .filter(|ix| {
-            !(ix.is_id() || ix.unique || ix.ttl || ix.hidden || reported.contains(&ix.name) || hinted(ix))
-                && ix.key.iter().all(|(_, p)| !matches!(p, KeyPart::Special(_)))
-        })
-        .filter(|ix| observed.iter().all(|o| fit::fit_of(&o.need, ix, multikey).quality == Quality::Unusable))
-        .map(|ix| {
-            Draft {
-                kind: "unused_index",
-                severity: Severity::Low,
-                namespace: ns,
-                shapes: &[],
-                evidence: json!({
-                    "count": operations,
-                    "operations_seen": operations,
-                    "shapes_seen": observed.len(),
-                    "window_s": (window_s * 10.0).round() / 10.0,
-                    "index": ix.name,
-                    "index_knowledge": knowledge,
-                }),
-                recommendation: format!(
-                    "No query shape seen on {ns} in {window_s:.1} s ({operations} operations, {} shapes) could use {} {}. mongotap sees only the clients that go through it, over this window: check $indexStats on every node over a full business cycle before dropping it (Atlas waits 7 days).",
-                    observed.len(),
-                    ix.name,
-                    ix.key_js()
-                ),
-                fix: Some(format!(
-                    "db.{coll}.aggregate([{{ $indexStats: {{}} }}, {{ $match: {{ name: \"{0}\" }} }}])   // accesses.ops on every node\ndb.{coll}.hideIndex(\"{0}\")   // reversible; drop it when nothing slowed down\ndb.{coll}.dropIndex(\"{0}\")",
-                    ix.name
-                )),
-                extra: vec![("index", json!({"key": ix.key_json()})), ("index_name", json!(ix.name))],
-            }
-            .finding()
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::detectors::indexes::catalog::IndexCatalog;
-    use crate::detectors::Detectors;
+    use crate::detectors::{Detectors, Thresholds};
     use crate::exchange::Limits;
     use crate::pipeline::Pipeline;
     use crate::script::{batch, Script};
     use crate::table::TableLimits;
     use bson::{doc, Document};
+    use serde_json::json;
 
     fn advisor_run(f: impl FnOnce(&mut Script)) -> Vec<Finding> {
         let catalog = IndexCatalog::shared();
@@ -1064,5 +835,83 @@ mod tests {
         });
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].fix.as_deref(), Some("db.orders.unhideIndex(\"history\")"));
+    }
+
+    fn drop(s: &mut Script, ns: &str) {
+        let c = s.connect("10.0.0.9:50004", "tests", "PyMongo|MongoEngine 4.20.1|0.29.3");
+        let (db, coll) = ns.split_once('.').unwrap();
+        s.exchange(c, doc! {"drop": coll, "$db": db}, doc! {"ok": 1.0});
+    }
+
+    fn insert(s: &mut Script, ns: &str, d: Document) {
+        let c = s.connect("10.0.0.9:50004", "tests", "PyMongo|MongoEngine 4.20.1|0.29.3");
+        let (db, coll) = ns.split_once('.').unwrap();
+        s.exchange(c, doc! {"insert": coll, "documents": [d], "$db": db}, doc! {"n": 1, "ok": 1.0});
+    }
+
+    #[test]
+    fn a_shape_served_when_it_ran_stays_served_after_the_collection_is_dropped() {
+        // A test case: the ODM creates its index, the case queries it, the suite
+        // drops the collection when it ends (and the final catalog knows nothing).
+        let f = advisor_run(|s| {
+            for case in 0..3 {
+                drop(s, "shop.orders");
+                create(s, "shop.orders", doc! {"customerId": 1, "status": 1, "createdAt": -1}, "history");
+                insert(s, "shop.orders", doc! {"_id": case, "customerId": 1});
+                history(s, 10);
+            }
+            drop(s, "shop.orders");
+        });
+        assert!(f.is_empty(), "{f:#?}");
+    }
+
+    #[test]
+    fn an_insert_after_a_drop_makes_a_collection_with_only_id_known_for_certain() {
+        let f = advisor_run(|s| {
+            drop(s, "shop.orders");
+            insert(s, "shop.orders", doc! {"_id": 1, "customerId": 1});
+            history(s, 30);
+        });
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_ne!(f[0].severity, "low", "the indexes are known: only _id");
+        let knowledge = f[0].evidence["index_knowledge"].as_str().unwrap();
+        assert!(knowledge.starts_with("the collection's creation"), "{knowledge}");
+    }
+
+    #[test]
+    fn runs_before_an_index_was_dropped_are_served_and_runs_after_are_not() {
+        let f = advisor_run(|s| {
+            create(s, "shop.orders", doc! {"customerId": 1, "status": 1, "createdAt": -1}, "history");
+            list(
+                s,
+                "shop.orders",
+                vec![
+                    (doc! {"_id": 1}, "_id_"),
+                    (doc! {"customerId": 1, "status": 1, "createdAt": -1}, "history"),
+                ],
+            );
+            history(s, 30);
+            let c = s.connect("10.0.0.9:50005", "admin", "mongosh 2.5.0");
+            s.exchange(
+                c,
+                doc! {"dropIndexes": "orders", "index": "history", "$db": "shop"},
+                doc! {"ok": 1.0},
+            );
+            history(s, 7);
+        });
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].evidence["count"], 7, "only the runs after the drop: {f:#?}");
+    }
+
+    #[test]
+    fn an_equality_on_id_is_served_whatever_else_the_filter_holds() {
+        let f = advisor_run(|s| {
+            list(s, "shop.users", vec![(doc! {"_id": 1}, "_id_")]);
+            let c = s.connect("10.0.0.7:50001", "shop-api", "PyMongo 4.20.1");
+            for i in 0..30 {
+                find(s, c, "shop.users", doc! {"filter": {"_id": i, "userId": 7}}, vec![]);
+            }
+        });
+        assert!(f.is_empty(), "{f:#?}");
     }
 }

@@ -1,203 +1,31 @@
-//! The indexes that really exist, per collection, and where that knowledge came
+//! The indexes that exist, per collection, over time, and where that knowledge came
 //! from: `listIndexes` on mongotap's own side connection (the live proxy), or what
 //! the traffic shows (`listIndexes` replies, `createIndexes`, `dropIndexes`,
-//! `collMod` hiding an index, `drop`). Shared between the index advisor, which
-//! reads it and asks for the collections it sees, and the side connection, which
-//! fills it.
+//! `collMod` hiding an index, and the collection's life: `create`, `drop`,
+//! `dropDatabase`, `renameCollection`, an insert that creates it). Shared between
+//! the index advisor, which reads it and asks for the collections it sees, and the
+//! side connection, which fills it.
+//!
+//! Every change is a new state in the collection's history, numbered in one
+//! sequence for the whole catalog, so the advisor can judge each execution of a
+//! query against the indexes that existed when it ran: a test suite drops its
+//! collections at the end, and a shape that ran while `_cls_1` served it was served.
+//!
+//! The side connection is kept quiet (its reads land in the application's profiler):
+//! each collection is read once, then at most once per refresh; a change seen on
+//! the wire is applied at once and asks for one read, two seconds after the last
+//! change, only when the wire did not say everything (a `createIndexes` on a
+//! collection whose other indexes are unknown); a collection the wire says is gone
+//! is not read until something shows it again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bson::RawDocument;
-use mongotap_wire::element;
-use serde_json::{json, Value};
-
 use crate::event::Micros;
+use crate::namespace::Change;
 
-/// One field of an index key.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KeyPart {
-    /// 1 or -1.
-    Ordered(i32),
-    /// `"hashed"`: equality only.
-    Hashed,
-    /// `"text"`, `"2d"`, `"2dsphere"`, `"geoHaystack"`: special queries only.
-    Special(String),
-}
-
-impl KeyPart {
-    /// A key field's value: a direction or an index type.
-    pub fn from_element(e: &element::Element<'_>) -> KeyPart {
-        match (e.as_str(), e.as_i64()) {
-            (Some("hashed"), _) => KeyPart::Hashed,
-            (Some(s), _) => KeyPart::Special(s.to_owned()),
-            (None, Some(d)) if d < 0 => KeyPart::Ordered(-1),
-            // A double such as -1.0 reads through as_i64; anything else ascends.
-            _ => KeyPart::Ordered(1),
-        }
-    }
-
-    /// As the report writes it.
-    pub fn to_json(&self) -> Value {
-        match self {
-            KeyPart::Ordered(d) => json!(d),
-            KeyPart::Hashed => json!("hashed"),
-            KeyPart::Special(s) => json!(s),
-        }
-    }
-}
-
-/// One index, as `listIndexes` describes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexSpec {
-    /// Its name.
-    pub name: String,
-    /// Its key, in order.
-    pub key: Vec<(String, KeyPart)>,
-    /// `unique: true`.
-    pub unique: bool,
-    /// `sparse: true`.
-    pub sparse: bool,
-    /// The top-level fields of its `partialFilterExpression`.
-    pub partial: Option<BTreeSet<String>>,
-    /// `expireAfterSeconds` (a TTL index).
-    pub ttl: bool,
-    /// `hidden: true`.
-    pub hidden: bool,
-    /// Its collation's locale, unless simple.
-    pub collation: Option<String>,
-}
-
-impl IndexSpec {
-    /// Reads an index description (`listIndexes` reply entry or `createIndexes` entry).
-    pub fn from_document(d: &RawDocument) -> Option<IndexSpec> {
-        let mut spec = IndexSpec {
-            name: String::new(),
-            key: Vec::new(),
-            unique: false,
-            sparse: false,
-            partial: None,
-            ttl: false,
-            hidden: false,
-            collation: None,
-        };
-        for e in element::elements(d) {
-            match e.key {
-                b"name" => spec.name = e.as_str()?.to_owned(),
-                b"key" => spec.key = key_of(e.as_document()?),
-                b"unique" => spec.unique = e.as_bool().unwrap_or_else(|| e.is_one()),
-                b"sparse" => spec.sparse = e.as_bool().unwrap_or_else(|| e.is_one()),
-                b"hidden" => spec.hidden = e.as_bool().unwrap_or_else(|| e.is_one()),
-                b"expireAfterSeconds" => spec.ttl = true,
-                b"partialFilterExpression" => {
-                    let mut fields = BTreeSet::new();
-                    if let Some(p) = e.as_document() {
-                        filter_fields(p, &mut fields);
-                    }
-                    spec.partial = Some(fields);
-                }
-                b"collation" => spec.collation = e.as_document().and_then(collation_key),
-                _ => {}
-            }
-        }
-        if spec.key.is_empty() {
-            return None;
-        }
-        if spec.name.is_empty() {
-            spec.name = default_name(&spec.key);
-        }
-        Some(spec)
-    }
-
-    /// The `_id` index every collection has.
-    pub fn id_index() -> IndexSpec {
-        IndexSpec {
-            name: "_id_".into(),
-            key: vec![("_id".into(), KeyPart::Ordered(1))],
-            unique: true,
-            sparse: false,
-            partial: None,
-            ttl: false,
-            hidden: false,
-            collation: None,
-        }
-    }
-
-    /// Whether this is the `_id` index.
-    pub fn is_id(&self) -> bool {
-        self.name == "_id_" || (self.key.len() == 1 && self.key[0].0 == "_id")
-    }
-
-    /// The key as the report writes it: `[[field, direction], ...]`.
-    pub fn key_json(&self) -> Value {
-        Value::Array(self.key.iter().map(|(f, p)| json!([f, p.to_json()])).collect())
-    }
-
-    /// The key as mongosh writes it: `{a: 1, b: -1}`.
-    pub fn key_js(&self) -> String {
-        key_js(self.key.iter().map(|(f, p)| (f.as_str(), p.to_json())))
-    }
-}
-
-/// An index key from its document (`{a: 1, b: "hashed"}`).
-pub fn key_of(d: &RawDocument) -> Vec<(String, KeyPart)> {
-    element::elements(d).filter_map(|k| Some((k.key_str()?.to_owned(), KeyPart::from_element(&k)))).collect()
-}
-
-/// The fields a filter names, through `$and`/`$or` (a partial index's filter).
-fn filter_fields(d: &RawDocument, out: &mut BTreeSet<String>) {
-    for e in element::elements(d) {
-        match e.key_str() {
-            Some(k) if k.starts_with('$') => {
-                for branch in
-                    e.as_array().into_iter().flat_map(element::elements).filter_map(|b| b.as_document())
-                {
-                    filter_fields(branch, out);
-                }
-            }
-            Some(k) => {
-                out.insert(k.to_owned());
-            }
-            None => {}
-        }
-    }
-}
-
-/// What decides whether string bounds match: the locale and the strength (3 by
-/// default); `None` for the simple collation. listIndexes spells every option out,
-/// a query names a few, so the rest is not compared.
-pub fn collation_key(c: &RawDocument) -> Option<String> {
-    let locale = element::find(c, "locale")?.as_str()?;
-    if locale == "simple" {
-        return None;
-    }
-    let strength = element::find(c, "strength").and_then(|s| s.as_i64()).unwrap_or(3);
-    Some(format!("{locale}/{strength}"))
-}
-
-/// `{a: 1, "b.c": -1}`, quoting what is not a plain identifier.
-pub fn key_js<'a>(key: impl Iterator<Item = (&'a str, Value)>) -> String {
-    let parts: Vec<String> = key
-        .map(|(f, d)| {
-            let plain = f.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-                && !f.starts_with(|c: char| c.is_ascii_digit());
-            if plain {
-                format!("{f}: {d}")
-            } else {
-                format!("{}: {d}", Value::String(f.to_owned()))
-            }
-        })
-        .collect();
-    format!("{{{}}}", parts.join(", "))
-}
-
-/// The name the server gives an index: `a_1_b_-1`.
-pub fn default_name(key: &[(String, KeyPart)]) -> String {
-    key.iter()
-        .map(|(f, p)| format!("{f}_{}", p.to_json().to_string().trim_matches('"')))
-        .collect::<Vec<_>>()
-        .join("_")
-}
+pub use super::spec::{collation_key, default_name, key_js, key_of, IndexSpec, KeyPart};
 
 /// Where the knowledge of a collection's indexes came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -206,6 +34,9 @@ pub enum Source {
     SideConnection,
     /// A `listIndexes` reply in the traffic.
     TrafficListIndexes,
+    /// The collection's life as the traffic shows it from its creation (a `create`,
+    /// or an insert after it was dropped: only `_id`), or its end (`drop`).
+    TrafficLifecycle,
     /// `createIndexes` commands in the traffic: these exist, there may be more.
     TrafficCreateIndexes,
 }
@@ -216,10 +47,16 @@ impl Source {
         match self {
             Source::SideConnection => "listIndexes on mongotap's side connection",
             Source::TrafficListIndexes => "a listIndexes reply in the traffic",
+            Source::TrafficLifecycle => "the collection's creation and index commands in the traffic",
             Source::TrafficCreateIndexes => {
                 "createIndexes commands in the traffic (there may be more indexes)"
             }
         }
+    }
+
+    /// Whether this source says which indexes exist and that there are no others.
+    pub fn complete(self) -> bool {
+        self != Source::TrafficCreateIndexes
     }
 }
 
@@ -234,7 +71,7 @@ pub struct Sample {
     /// The command, without session and transport fields, literal values and all.
     pub command: bson::Document,
     /// What it needs from an index, to skip samples an index already serves.
-    pub needs: Vec<crate::detectors::indexes::esr::Need>,
+    pub needs: Vec<super::esr::Need>,
 }
 
 /// What `explain` with `executionStats` said about a shape's sampled request.
@@ -252,34 +89,59 @@ pub struct Explained {
 
 /// Samples waiting for `--explain`, at most.
 const MAX_SAMPLES: usize = 1_000;
+/// States kept per collection; older ones go (counted).
+const MAX_HISTORY: usize = 16;
+/// A read asked for by a change on the wire waits this long after the last change.
+pub const DEBOUNCE_US: Micros = 2_000_000;
 
-/// What is known of one collection's indexes.
+/// What is known of one collection's indexes at one point of its life.
 #[derive(Debug, Clone)]
 pub struct Known {
-    /// The indexes.
+    /// The indexes (none when the collection does not exist).
     pub indexes: Vec<IndexSpec>,
-    /// Where they were learnt.
+    /// Whether the collection exists.
+    pub exists: bool,
+    /// Where this was learnt.
     pub source: Source,
     /// When (event time, or the wall clock for the side connection).
     pub at: Micros,
+    /// Its number in the catalog's one sequence of changes.
+    pub seq: u64,
 }
 
-/// Per collection: its indexes when known, and whether the side connection should
+/// The side connection's reads of one collection.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reads {
+    /// When it was last read.
+    last: Option<Micros>,
+    /// A read asked for by a change on the wire, not before this time.
+    asked: Option<Micros>,
+}
+
+/// Per collection: its history of indexes, and whether the side connection should
 /// (re)read them.
 #[derive(Debug, Default)]
 pub struct IndexCatalog {
-    known: BTreeMap<String, Known>,
-    /// Collections seen in queries, with when the side connection last read them.
-    wanted: BTreeMap<String, Option<Micros>>,
+    history: BTreeMap<String, VecDeque<Known>>,
+    /// Databases dropped, with the sequence number of the drop: a collection of one,
+    /// not known before, does not exist after it until something creates it.
+    dropped_databases: BTreeMap<String, u64>,
+    seq: u64,
+    /// [`IndexCatalog::seq`], readable without the lock (see [`IndexCatalog::version`]).
+    version: Arc<AtomicU64>,
+    /// Collections seen in queries, with the side connection's reads of them.
+    wanted: BTreeMap<String, Reads>,
     /// The side connection's state, for the report: `None` when there is none.
     side: Option<String>,
     /// Collections past the bound, not followed.
     evicted: u64,
+    /// States that left a collection's history to keep it bounded.
+    forgotten: u64,
     /// `--explain`: sample requests of new shapes and explain them on the side connection.
     explain: bool,
-    samples: std::collections::VecDeque<Sample>,
-    sampled: std::collections::HashSet<u64>,
-    explained: std::collections::HashMap<u64, Explained>,
+    samples: VecDeque<Sample>,
+    sampled: HashSet<u64>,
+    explained: HashMap<u64, Explained>,
 }
 
 /// The catalog as the advisor and the side connection share it.
@@ -294,19 +156,92 @@ impl IndexCatalog {
         Arc::new(Mutex::new(IndexCatalog::default()))
     }
 
-    /// What is known of `namespace`.
+    /// What is known of `namespace` now.
     pub fn get(&self, namespace: &str) -> Option<&Known> {
-        self.known.get(namespace)
+        self.history.get(namespace)?.back()
     }
 
-    /// Every collection with known indexes.
+    /// What was known of `namespace` when the catalog's sequence was at `seq`.
+    pub fn at(&self, namespace: &str, seq: u64) -> Option<&Known> {
+        self.history.get(namespace)?.iter().rev().find(|k| k.seq <= seq)
+    }
+
+    /// The first thing learnt of `namespace` after `seq` (what a read that ran before
+    /// the side connection's first answer is best judged by).
+    pub fn after(&self, namespace: &str, seq: u64) -> Option<&Known> {
+        self.history.get(namespace)?.iter().find(|k| k.seq > seq)
+    }
+
+    /// The last state of `namespace` in which it existed.
+    pub fn last_existing(&self, namespace: &str) -> Option<&Known> {
+        self.history.get(namespace)?.iter().rev().find(|k| k.exists)
+    }
+
+    /// The sequence number of `namespace`'s latest change (0: nothing known).
+    pub fn latest_seq(&self, namespace: &str) -> u64 {
+        self.get(namespace).map_or(0, |k| k.seq)
+    }
+
+    /// The catalog's sequence number, readable without the lock: it moves on with
+    /// every change, so a reader can tell when what it cached is stale.
+    pub fn version(&self) -> Arc<AtomicU64> {
+        self.version.clone()
+    }
+
+    /// Every collection with known indexes, as they are now.
     pub fn all(&self) -> impl Iterator<Item = (&String, &Known)> {
-        self.known.iter()
+        self.history.iter().filter_map(|(ns, h)| Some((ns, h.back()?)))
     }
 
     /// Collections past the bound.
     pub fn evicted(&self) -> u64 {
         self.evicted
+    }
+
+    /// States that left a history to keep it bounded.
+    pub fn forgotten(&self) -> u64 {
+        self.forgotten
+    }
+
+    /// Records a new state of `namespace`.
+    fn push(&mut self, namespace: &str, indexes: Vec<IndexSpec>, exists: bool, source: Source, at: Micros) {
+        if !self.history.contains_key(namespace) && self.history.len() >= MAX_COLLECTIONS {
+            self.evicted += 1;
+            return;
+        }
+        self.seq += 1;
+        self.version.store(self.seq, Ordering::Release);
+        let h = self.history.entry(namespace.to_owned()).or_default();
+        h.push_back(Known { indexes, exists, source, at, seq: self.seq });
+        if h.len() > MAX_HISTORY {
+            h.pop_front();
+            self.forgotten += 1;
+        }
+    }
+
+    /// Whether `namespace` is known not to exist now: dropped, or its database
+    /// dropped since anything was learnt of it.
+    pub fn absent(&self, namespace: &str) -> bool {
+        let db = namespace.split_once('.').map_or(namespace, |(d, _)| d);
+        let db_dropped = self.dropped_databases.get(db).copied();
+        match (self.get(namespace), db_dropped) {
+            (Some(k), Some(d)) if d > k.seq => true,
+            (Some(k), _) => !k.exists,
+            (None, d) => d.is_some(),
+        }
+    }
+
+    /// The indexes of `namespace` now and whether the knowledge is complete, as the
+    /// base of a change seen on the wire.
+    fn base(&self, namespace: &str) -> (Vec<IndexSpec>, Source) {
+        if self.absent(namespace) {
+            // Created by this very change: `_id` only, and everything since is seen.
+            return (vec![IndexSpec::id_index()], Source::TrafficLifecycle);
+        }
+        match self.get(namespace) {
+            Some(k) => (k.indexes.clone(), k.source),
+            None => (vec![IndexSpec::id_index()], Source::TrafficCreateIndexes),
+        }
     }
 
     /// Asks for `namespace`'s indexes (the side connection reads them soon).
@@ -316,32 +251,46 @@ impl IndexCatalog {
                 self.evicted += 1;
                 return;
             }
-            self.wanted.insert(namespace.to_owned(), None);
+            self.wanted.insert(namespace.to_owned(), Reads::default());
         }
     }
 
-    /// Collections due a read at `now`: never read, or read `refresh` ago or more.
+    /// Collections due a read at `now`: never read (unless the wire already said
+    /// everything, or that they are gone), read `refresh` ago or more, or asked for
+    /// by a change on the wire at least [`DEBOUNCE_US`] ago.
     pub fn due(&self, now: Micros, refresh: Micros) -> Vec<String> {
         self.wanted
             .iter()
-            .filter(|(_, at)| at.is_none_or(|at| now.saturating_sub(at) >= refresh))
+            .filter(|(ns, r)| {
+                if self.absent(ns) {
+                    return false;
+                }
+                if r.asked.is_some_and(|at| now >= at) {
+                    return true;
+                }
+                match r.last {
+                    Some(last) => now.saturating_sub(last) >= refresh,
+                    None => self.get(ns).is_none_or(|k| k.source != Source::TrafficLifecycle),
+                }
+            })
             .map(|(ns, _)| ns.clone())
             .collect()
     }
 
-    /// The side connection read `namespace`'s indexes at `at`.
+    /// What `listIndexes` said of `namespace` at `at` (no index: no collection).
     pub fn install(&mut self, namespace: &str, indexes: Vec<IndexSpec>, source: Source, at: Micros) {
         if source == Source::SideConnection {
-            self.wanted.insert(namespace.to_owned(), Some(at));
+            self.wanted.insert(namespace.to_owned(), Reads { last: Some(at), asked: None });
         }
-        self.known.insert(namespace.to_owned(), Known { indexes, source, at });
+        let exists = !indexes.is_empty();
+        self.push(namespace, indexes, exists, source, at);
     }
 
     /// The side connection asked for `namespace`'s indexes at `at` and was refused (a
     /// view, no privilege): it asks again at the next refresh; what is known stays.
     pub fn read_without_answer(&mut self, namespace: &str, at: Micros) {
         if let Some(w) = self.wanted.get_mut(namespace) {
-            *w = Some(at);
+            *w = Reads { last: Some(at), asked: None };
         }
     }
 
@@ -355,27 +304,39 @@ impl IndexCatalog {
         self.side.as_deref()
     }
 
-    /// A `createIndexes` succeeded: these indexes exist now.
-    pub fn created(&mut self, namespace: &str, specs: Vec<IndexSpec>, at: Micros) {
-        let k = self.known.entry(namespace.to_owned()).or_insert_with(|| Known {
-            indexes: vec![IndexSpec::id_index()],
-            source: Source::TrafficCreateIndexes,
-            at,
-        });
-        for s in specs {
-            k.indexes.retain(|i| i.name != s.name);
-            k.indexes.push(s);
+    /// After a change on the wire: one read soon when the wire did not say everything.
+    fn changed_on_wire(&mut self, namespace: &str, at: Micros) {
+        let partial = self.get(namespace).is_some_and(|k| !k.source.complete());
+        if let (true, Some(r)) = (partial, self.wanted.get_mut(namespace)) {
+            r.asked = Some(at + DEBOUNCE_US);
         }
-        self.refresh_soon(namespace);
+    }
+
+    /// A `createIndexes` succeeded: these indexes exist now (and the collection).
+    pub fn created(&mut self, namespace: &str, specs: Vec<IndexSpec>, at: Micros) {
+        let (mut indexes, source) = self.base(namespace);
+        for s in specs {
+            indexes.retain(|i| i.name != s.name);
+            indexes.push(s);
+        }
+        self.push(namespace, indexes, true, source, at);
+        self.changed_on_wire(namespace, at);
     }
 
     /// A `dropIndexes` succeeded: `names` ("*" for all but `_id`), or indexes by key.
-    pub fn dropped(&mut self, namespace: &str, names: &[String], keys: &[Vec<(String, KeyPart)>]) {
-        if let Some(k) = self.known.get_mut(namespace) {
-            let all = names.iter().any(|n| n == "*");
-            k.indexes.retain(|i| i.is_id() || !(all || names.contains(&i.name) || keys.contains(&i.key)));
-        }
-        self.refresh_soon(namespace);
+    pub fn dropped(
+        &mut self,
+        namespace: &str,
+        names: &[String],
+        keys: &[Vec<(String, KeyPart)>],
+        at: Micros,
+    ) {
+        let Some(k) = self.get(namespace).filter(|k| k.exists) else { return };
+        let (mut indexes, source) = (k.indexes.clone(), k.source);
+        let all = names.iter().any(|n| n == "*");
+        indexes.retain(|i| i.is_id() || !(all || names.contains(&i.name) || keys.contains(&i.key)));
+        self.push(namespace, indexes, true, source, at);
+        self.changed_on_wire(namespace, at);
     }
 
     /// `collMod` hid or unhid an index.
@@ -385,25 +346,66 @@ impl IndexCatalog {
         name: Option<&str>,
         key: Option<&[(String, KeyPart)]>,
         hidden: bool,
+        at: Micros,
     ) {
-        if let Some(k) = self.known.get_mut(namespace) {
-            for i in &mut k.indexes {
-                if Some(i.name.as_str()) == name || Some(i.key.as_slice()) == key {
-                    i.hidden = hidden;
-                }
+        let Some(k) = self.get(namespace).filter(|k| k.exists) else { return };
+        let (mut indexes, source) = (k.indexes.clone(), k.source);
+        for i in &mut indexes {
+            if Some(i.name.as_str()) == name || Some(i.key.as_slice()) == key {
+                i.hidden = hidden;
             }
         }
-        self.refresh_soon(namespace);
+        self.push(namespace, indexes, true, source, at);
+        self.changed_on_wire(namespace, at);
     }
 
-    /// The collection (or, with `None`, every collection of `db`) was dropped.
-    pub fn forget(&mut self, db: &str, collection: Option<&str>) {
-        let hit = |ns: &String| match collection {
-            Some(c) => ns.split_once('.') == Some((db, c)),
-            None => ns.split_once('.').is_some_and(|(d, _)| d == db),
-        };
-        self.known.retain(|ns, _| !hit(ns));
-        self.wanted.retain(|ns, _| !hit(ns));
+    /// A document was inserted into `namespace`: if it did not exist, it does now,
+    /// with only the `_id` index.
+    pub fn inserted(&mut self, namespace: &str, at: Micros) {
+        if self.absent(namespace) {
+            self.push(namespace, vec![IndexSpec::id_index()], true, Source::TrafficLifecycle, at);
+        }
+    }
+
+    /// A change in a collection's life (see [`crate::namespace`]).
+    pub fn lifecycle(&mut self, change: &Change, at: Micros) {
+        match change {
+            Change::Dropped(ns) => self.push(ns, Vec::new(), false, Source::TrafficLifecycle, at),
+            Change::DatabaseDropped(db) => {
+                let prefix = format!("{db}.");
+                let gone: Vec<String> = self
+                    .history
+                    .iter()
+                    .filter(|(ns, h)| ns.starts_with(&prefix) && h.back().is_some_and(|k| k.exists))
+                    .map(|(ns, _)| ns.clone())
+                    .collect();
+                for ns in gone {
+                    self.push(&ns, Vec::new(), false, Source::TrafficLifecycle, at);
+                }
+                self.seq += 1;
+                self.version.store(self.seq, Ordering::Release);
+                self.dropped_databases.insert(db.clone(), self.seq);
+            }
+            Change::Renamed { from, to } => {
+                let moved = self.get(from).filter(|k| k.exists).map(|k| (k.indexes.clone(), k.source));
+                self.push(from, Vec::new(), false, Source::TrafficLifecycle, at);
+                match moved {
+                    Some((indexes, source)) => self.push(to, indexes, true, source, at),
+                    // What `to` holds now is unknown: read it.
+                    None => {
+                        if let Some(r) = self.wanted.get_mut(to) {
+                            r.asked = Some(at + DEBOUNCE_US);
+                        }
+                    }
+                }
+            }
+            Change::Created(ns) => {
+                if self.absent(ns) || self.get(ns).is_none() {
+                    self.push(ns, vec![IndexSpec::id_index()], true, Source::TrafficLifecycle, at);
+                }
+            }
+            Change::Emptied(_) => {}
+        }
     }
 
     /// Turns `--explain` on: the advisor samples one request per new shape.
@@ -437,67 +439,75 @@ impl IndexCatalog {
     pub fn explained(&self, shape: u64) -> Option<&Explained> {
         self.explained.get(&shape)
     }
-
-    /// After a change that passed through, the side connection reads it again at once.
-    fn refresh_soon(&mut self, namespace: &str) {
-        if let Some(at) = self.wanted.get_mut(namespace) {
-            *at = None;
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bson::rawdoc;
 
-    #[test]
-    fn reads_index_descriptions() {
-        let d = rawdoc! {"v": 2, "key": {"a": 1, "b": -1.0, "h": "hashed"}, "name": "a_1",
-        "unique": true, "partialFilterExpression": {"status": "open"}, "collation": {"locale": "fr"}};
-        let s = IndexSpec::from_document(&d).unwrap();
-        assert_eq!(
-            s.key,
-            vec![
-                ("a".into(), KeyPart::Ordered(1)),
-                ("b".into(), KeyPart::Ordered(-1)),
-                ("h".into(), KeyPart::Hashed)
-            ]
-        );
-        assert!(s.unique && !s.sparse && !s.ttl);
-        assert_eq!(s.partial, Some(BTreeSet::from(["status".to_owned()])));
-        assert_eq!(s.collation.as_deref(), Some("fr/3"));
-        let p = rawdoc! {"key": {"a": 1}, "partialFilterExpression": {"$and": [{"a": {"$exists": true}}, {"b": {"$gt": 5}}]}};
-        assert_eq!(
-            IndexSpec::from_document(&p).unwrap().partial,
-            Some(BTreeSet::from(["a".to_owned(), "b".to_owned()]))
-        );
-        assert_eq!(s.key_js(), "{a: 1, b: -1, h: \"hashed\"}");
-        let unnamed = IndexSpec::from_document(&rawdoc! {"key": {"customerId": 1, "createdAt": -1}}).unwrap();
-        assert_eq!(unnamed.name, "customerId_1_createdAt_-1");
-        assert!(IndexSpec::from_document(&rawdoc! {"name": "x"}).is_none());
+    fn spec(name: &str) -> IndexSpec {
+        let mut key = bson::Document::new();
+        key.insert(name, 1);
+        let d = bson::doc! {"key": key, "name": format!("{name}_1")};
+        IndexSpec::from_document(&bson::RawDocumentBuf::try_from(&d).unwrap()).unwrap()
     }
 
     #[test]
-    fn traffic_changes_the_catalog_and_asks_for_a_refresh() {
+    fn traffic_changes_the_catalog_at_once_and_reads_only_when_it_says_too_little() {
         let mut c = IndexCatalog::default();
         c.want("shop.orders");
-        assert_eq!(c.due(0, 60), vec!["shop.orders"]);
+        assert_eq!(c.due(0, 60), vec!["shop.orders"], "read once at first");
         c.install("shop.orders", vec![IndexSpec::id_index()], Source::SideConnection, 100);
         assert!(c.due(120, 60).is_empty());
-        let spec = IndexSpec::from_document(&rawdoc! {"key": {"a": 1}, "name": "a_1"}).unwrap();
-        c.created("shop.orders", vec![spec.clone()], 130);
-        assert_eq!(c.due(131, 60), vec!["shop.orders"], "read again at once after createIndexes");
+        c.created("shop.orders", vec![spec("a")], 130);
         assert_eq!(c.get("shop.orders").unwrap().indexes.len(), 2);
-        c.hidden("shop.orders", Some("a_1"), None, true);
+        assert!(
+            c.due(131 + DEBOUNCE_US, 10 * DEBOUNCE_US).is_empty(),
+            "complete knowledge stays complete: no read"
+        );
+        c.hidden("shop.orders", Some("a_1"), None, true, 140);
         assert!(c.get("shop.orders").unwrap().indexes[1].hidden);
-        c.dropped("shop.orders", &["*".into()], &[]);
+        c.dropped("shop.orders", &["*".into()], &[], 150);
         assert_eq!(c.get("shop.orders").unwrap().indexes.len(), 1, "_id stays");
-        c.forget("shop", None);
-        assert!(c.get("shop.orders").is_none());
-        // createIndexes on an unknown collection: partial knowledge, _id implied.
-        c.created("shop.items", vec![spec], 1);
+        assert_eq!(c.due(161, 60), vec!["shop.orders"], "and the periodic read comes a refresh later");
+        // createIndexes on an unknown collection: partial knowledge, _id implied, one
+        // debounced read after the last change.
+        c.want("shop.items");
+        c.read_without_answer("shop.items", 0);
+        c.created("shop.items", vec![spec("a")], 1_000);
+        c.created("shop.items", vec![spec("b")], 1_500);
         let k = c.get("shop.items").unwrap();
-        assert_eq!((k.indexes.len(), k.source), (2, Source::TrafficCreateIndexes));
+        assert_eq!((k.indexes.len(), k.source), (3, Source::TrafficCreateIndexes));
+        assert!(!c.due(1_500 + DEBOUNCE_US - 1, 10_000_000).contains(&"shop.items".to_owned()));
+        assert!(c.due(1_500 + DEBOUNCE_US, 10_000_000).contains(&"shop.items".to_owned()));
+    }
+
+    #[test]
+    fn history_answers_what_existed_when() {
+        let mut c = IndexCatalog::default();
+        c.install("t.a", vec![IndexSpec::id_index(), spec("_cls")], Source::SideConnection, 10);
+        let then = c.latest_seq("t.a");
+        c.lifecycle(&Change::Dropped("t.a".into()), 20);
+        assert!(c.absent("t.a") && !c.get("t.a").unwrap().exists);
+        assert_eq!(c.at("t.a", then).unwrap().indexes.len(), 2, "what served the reads of then");
+        assert_eq!(c.last_existing("t.a").unwrap().indexes.len(), 2);
+        c.inserted("t.a", 30);
+        let k = c.get("t.a").unwrap();
+        assert!(k.exists && k.indexes.len() == 1 && k.source == Source::TrafficLifecycle, "{k:?}");
+        c.want("t.a");
+        assert!(c.due(40, 60).is_empty(), "the wire said everything");
+        // A dropped database: its collections, known or not, are gone until created.
+        c.lifecycle(&Change::DatabaseDropped("t".into()), 50);
+        assert!(c.absent("t.a") && c.absent("t.never_seen") && !c.absent("u.x"));
+        c.created("t.b", vec![spec("x")], 60);
+        let b = c.get("t.b").unwrap();
+        assert_eq!(
+            (b.indexes.len(), b.source),
+            (2, Source::TrafficLifecycle),
+            "created with the index: complete"
+        );
+        c.lifecycle(&Change::Renamed { from: "t.b".into(), to: "t.c".into() }, 70);
+        assert!(c.absent("t.b") && c.get("t.c").unwrap().indexes.len() == 2);
+        assert!(c.after("t.x", 0).is_none() && c.after("t.a", then).is_some());
     }
 }

@@ -7,7 +7,7 @@
 //! that does not filter on its fields; an index with a collation serves only
 //! queries with that collation; hashed fields serve equality only; text and geo
 //! indexes serve only their own operators; a unique index whose fields are all
-//! bound returns at most one document, whatever comes after.
+//! bound returns at most one document, whatever comes after (`_id` always is one).
 
 use crate::detectors::indexes::catalog::{IndexCatalog, IndexSpec, KeyPart, Sample};
 use crate::detectors::indexes::esr::Need;
@@ -75,7 +75,9 @@ pub fn fit_of(need: &Need, index: &IndexSpec, multikey: &dyn Fn(&str) -> bool) -
     if let Some((wild, _)) = index.key.iter().find(|(f, _)| f == "$**" || f.ends_with(".$**")) {
         return wildcard(need, wild);
     }
-    if index.unique && index.key.iter().all(|(f, _)| need.equality.contains(f)) {
+    // A unique index with every field bound returns one document at most: `_id`'s
+    // always is unique (listIndexes does not say so), so `{_id: ?, userId: ?}` is served.
+    if (index.unique || index.is_id()) && index.key.iter().all(|(f, _)| need.equality.contains(f)) {
         return fit(Quality::Served, "");
     }
 

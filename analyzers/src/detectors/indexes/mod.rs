@@ -2,11 +2,17 @@
 //! exist, and the advice that joins them.
 //!
 //! - [`esr`]: what a query needs from an index, by the Equality-Sort-Range rule.
-//! - [`catalog`]: the indexes that exist, and where that knowledge came from.
+//! - [`spec`]: an index as `listIndexes` describes it.
+//! - [`catalog`]: the indexes that exist, over time, and where that knowledge came from.
 //! - [`fit`]: how well an index serves a query's needs.
-//! - [`advisor`]: missing, redundant and unused indexes.
+//! - [`advisor`]: the detector: each shape's needs and executions, judged when they ran.
+//! - [`missing`]: `missing_index`, one key per unserved need, merged.
+//! - [`unneeded`]: `redundant_index` and `unused_index`.
 
 pub mod advisor;
 pub mod catalog;
 pub mod esr;
 pub mod fit;
+pub mod missing;
+pub mod spec;
+pub mod unneeded;

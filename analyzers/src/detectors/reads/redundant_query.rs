@@ -23,6 +23,7 @@ use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::namespace::Change;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
@@ -123,6 +124,7 @@ impl RedundantQuery {
         self.gap_us().saturating_mul(self.t.redundant_window)
     }
 
+    /// A write to `ns`, a `db.collection` (or, for a dropped database, the database).
     fn note_write(&mut self, ns: &str, at: Micros) {
         let key = namespace_hash(ns);
         if !self.writes.contains_key(&key) && self.writes.len() >= self.max_windows() {
@@ -190,6 +192,16 @@ impl Detector for RedundantQuery {
     fn on_operation(&mut self, v: &OpView<'_>) {
         let op = v.op;
         let Some(cmd) = &v.command else { return };
+        // A drop, a rename or a delete of everything changes every answer, as a write does.
+        match &v.change {
+            Some(Change::Dropped(ns) | Change::Emptied(ns)) => self.note_write(ns, op.started_at),
+            Some(Change::Renamed { from, to }) => {
+                self.note_write(from, op.started_at);
+                self.note_write(to, op.started_at);
+            }
+            Some(Change::DatabaseDropped(db)) => self.note_write(db, op.started_at),
+            Some(Change::Created(_)) | None => {}
+        }
         match v.category {
             Category::Write => {
                 for s in &v.statements {
@@ -219,7 +231,9 @@ impl Detector for RedundantQuery {
                 return;
             }
         }
-        let written_at = self.writes.get(&namespace_hash(&op.namespace)).copied();
+        let db = op.namespace.split_once('.').map_or(op.namespace.as_str(), |(d, _)| d);
+        let written_at =
+            [&op.namespace[..], db].iter().filter_map(|n| self.writes.get(&namespace_hash(n)).copied()).max();
         let k = self.t.redundant_window.max(2) as usize;
         let latency = op.latency_us.unwrap_or(0);
         let w = self.windows.entry(key).or_default();

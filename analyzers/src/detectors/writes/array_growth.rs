@@ -21,13 +21,13 @@ use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::Stack;
 use crate::detectors::names::Paths;
-use crate::detectors::statements::{self, Change};
 use crate::detectors::values::{At, Keyed};
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
+use crate::statements::{self, Change};
 use crate::view::{OpView, ShapeId};
 
 /// 16 MiB: the document size limit.
@@ -95,8 +95,11 @@ fn bounded_by_filter(filter: &RawDocument) -> bool {
     })
 }
 
-fn id_hash(keyed: &Keyed, id: &Element<'_>) -> u64 {
+/// A document's key: its `_id` in its namespace's epoch (a re-created collection's
+/// documents are new ones, whatever their `_id`).
+fn id_hash(keyed: &Keyed, id: &Element<'_>, epoch: u32) -> u64 {
     let mut h = keyed.hasher();
+    h.write_u32(epoch);
     h.write_u8(id.kind);
     h.write(id.value);
     h.finish()
@@ -214,9 +217,9 @@ impl ArrayGrowth {
     }
 
     /// Array lengths and document sizes from a document a reply returned.
-    fn measure(&mut self, ns: &str, doc: &RawDocument) {
+    fn measure(&mut self, ns: &str, epoch: u32, doc: &RawDocument) {
         let Some(id) = element::find(doc, "_id") else { return };
-        let h = id_hash(&self.keyed, &id);
+        let h = id_hash(&self.keyed, &id, epoch);
         let size = doc.as_bytes().len() as u64;
         for ((gns, path), g) in self.growth.iter_mut() {
             if gns != ns {
@@ -244,23 +247,28 @@ impl Detector for ArrayGrowth {
         if returned && self.watched.contains(&op.namespace) {
             if let Some(batch) = v.batch {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {
-                    self.measure(&op.namespace, d);
+                    self.measure(&op.namespace, v.epoch, d);
                 }
             }
             if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
-                self.measure(&op.namespace, value);
+                self.measure(&op.namespace, v.epoch, value);
             }
         }
         if op.failed() || v.category != crate::shape::command::Category::Write {
             return;
         }
         let shape = v.shape_ids.first().copied().flatten();
-        for u in statements::updates(cmd) {
+        let outcome = v.outcome.clone().unwrap_or_default();
+        for (i, u) in statements::updates(cmd).into_iter().enumerate() {
             let Change::Operators(ops) = u.change else { continue };
+            // A push into a document that was not there grew nothing (unless its upsert made it).
+            if !outcome.changed_existing(i) && !outcome.upserted.contains(&(i as u64)) {
+                continue;
+            }
             if u.filter.is_some_and(bounded_by_filter) {
                 continue;
             }
-            let id = u.filter.and_then(statements::id_of).map(|e| id_hash(&self.keyed, &e));
+            let id = u.filter.and_then(statements::id_of).map(|e| id_hash(&self.keyed, &e, v.epoch));
             let ns = u.namespace.unwrap_or(&op.namespace);
             for group in element::elements(ops).filter(|e| e.key == b"$push" || e.key == b"$addToSet") {
                 for p in group.as_document().into_iter().flat_map(element::elements) {

@@ -13,13 +13,13 @@ use serde_json::json;
 use mongotap_wire::element;
 
 use crate::detectors::names::plausible;
-use crate::detectors::statements::{self, Change};
 use crate::detectors::{Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
+use crate::statements::{self, Change};
 use crate::view::{OpView, ShapeId};
 
 /// Size buckets: powers of two up to 64 MiB.

@@ -16,13 +16,13 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use crate::detectors::statements::{self, Change};
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
+use crate::statements::{self, Change};
 use crate::view::{OpView, ShapeId};
 
 /// `$set` fields of a fan-out, at most.
@@ -69,7 +69,7 @@ impl Detector for FanOut {
         if v.category != Category::Write || op.failed() {
             return;
         }
-        let (Some(cmd), Some(reply)) = (&v.command, &v.reply) else { return };
+        let (Some(cmd), Some(outcome)) = (&v.command, &v.outcome) else { return };
         let updates = statements::updates(cmd);
         // Only a single-statement update says how many documents that statement changed.
         let [u] = updates.as_slice() else { return };
@@ -90,8 +90,7 @@ impl Detector for FanOut {
         {
             return;
         }
-        let (n, modified) = statements::counts(reply);
-        let Some(docs) = modified.or(n) else { return };
+        let Some(docs) = outcome.modified.or(outcome.matched) else { return };
         let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
         let ns = u.namespace.unwrap_or(&op.namespace);
         if !self.stats.contains_key(&shape) && self.stats.len() >= self.max_shapes {

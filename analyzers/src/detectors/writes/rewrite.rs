@@ -24,13 +24,13 @@ use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::{Language, Odm, Stack};
 use crate::detectors::names::Paths;
-use crate::detectors::statements::{self, Change};
 use crate::detectors::values::{At, Keyed};
 use crate::detectors::{collection, median, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::{ConnInfo, NO_APP};
+use crate::statements::{self, Change};
 use crate::view::{OpView, ShapeId};
 
 /// No field: the whole document.
@@ -127,9 +127,12 @@ fn hash_value(keyed: &Keyed, e: &Element<'_>) -> u64 {
     h.finish()
 }
 
-fn ns_hash(keyed: &Keyed, ns: &str) -> u64 {
+/// A namespace in one epoch (see [`crate::namespace`]): a collection dropped and
+/// re-created is another, whose documents are never compared with the old ones.
+fn ns_hash(keyed: &Keyed, ns: &str, epoch: u32) -> u64 {
     let mut h = keyed.hasher();
     h.write(ns.as_bytes());
+    h.write_u32(epoch);
     h.finish()
 }
 
@@ -212,9 +215,9 @@ impl Rewrite {
     }
 
     /// Learns the documents of a reply, in a watched collection.
-    fn learn(&mut self, ns: &str, doc: &RawDocument, at: Micros) {
+    fn learn(&mut self, ns: (&str, u32), doc: &RawDocument, at: Micros) {
         let Some(id) = element::find(doc, "_id") else { return };
-        let key = (ns_hash(&self.keyed, ns), hash_value(&self.keyed, &id));
+        let key = (ns_hash(&self.keyed, ns.0, ns.1), hash_value(&self.keyed, &id));
         let fields = self.copy_of(doc);
         let rewrites = self.copies.get(&key).map_or(0, |c| c.rewrites);
         self.remember(key, fields, at, false);
@@ -316,17 +319,31 @@ impl Detector for Rewrite {
         let now = op.started_at;
         // Replies in collections that see rewrites teach copies.
         if self.watched.contains(&op.namespace) {
+            let ns = (op.namespace.as_str(), v.epoch);
             let projected = element::find(cmd.body, "projection").is_some();
             if let (false, Some(batch)) = (projected, v.batch) {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {
-                    self.learn(&op.namespace, d, now);
+                    self.learn(ns, d, now);
                 }
             }
             // findAndModify's `value` (before the change unless `new`): learnt before
             // the statement below is compared with it.
             if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
                 if element::find(cmd.body, "new").and_then(|e| e.as_bool()) != Some(true) {
-                    self.learn(&op.namespace, value, now);
+                    self.learn(ns, value, now);
+                }
+            }
+            // An insert makes a new document (a test case re-using an `_id` made in an
+            // earlier one starts afresh); a delete by `_id` ends one.
+            if !op.failed() {
+                for (_, d) in statements::inserts(cmd) {
+                    self.learn(ns, d, now);
+                }
+                for d in cmd.documents("deletes") {
+                    let filter = element::find(d, "q").and_then(|q| q.as_document());
+                    if let Some(id) = filter.and_then(statements::id_of) {
+                        self.copies.remove(&(ns_hash(&self.keyed, ns.0, ns.1), hash_value(&self.keyed, &id)));
+                    }
                 }
             }
         }
@@ -334,15 +351,23 @@ impl Detector for Rewrite {
             return;
         }
         let updates = statements::updates(cmd);
-        let unchanged = updates.len() == 1
-            && v.reply.as_ref().is_some_and(|r| statements::counts(r).1 == Some(0))
-            && !updates[0].upsert;
+        let outcome = v.outcome.clone().unwrap_or_default();
+        let unchanged = updates.len() == 1 && outcome.unchanged() && !updates[0].upsert;
         let shape = v.shape_ids.first().copied().flatten().unwrap_or(0);
-        for u in updates {
+        for (i, u) in updates.into_iter().enumerate() {
             let ns = u.namespace.unwrap_or(&op.namespace).to_owned();
             let Some(id) = u.filter.and_then(statements::id_of) else { continue };
-            let key = (ns_hash(&self.keyed, &ns), hash_value(&self.keyed, &id));
+            let key = (ns_hash(&self.keyed, &ns, v.epoch), hash_value(&self.keyed, &id));
             let doc = key.1;
+            if !outcome.changed_existing(i) {
+                // Nothing was there to rewrite: the statement matched nothing, or its
+                // upsert inserted the document (which is now the copy to compare with).
+                if let (true, Change::Replacement(d)) = (outcome.upserted.contains(&(i as u64)), u.change) {
+                    let fields = self.copy_of(d);
+                    self.remember(key, fields, now, false);
+                }
+                continue;
+            }
             match u.change {
                 Change::Replacement(d) => {
                     self.watched.insert(ns.clone());
@@ -768,5 +793,49 @@ mod tests {
             );
         }
         assert!(rewrites(s).is_empty());
+    }
+
+    /// mongoengine's `save()` of a new document with a preset `_id`: a findAndModify
+    /// replacement that matches nothing, then an insert.
+    fn save_new(s: &mut Script, c: u64, d: bson::Document) {
+        s.exchange(
+            c,
+            doc! {"findAndModify": "doc", "query": {"_id": d.get("_id").unwrap().clone()}, "update": d.clone(), "upsert": false, "$db": "t"},
+            doc! {"lastErrorObject": {"n": 0, "updatedExisting": false}, "value": null, "ok": 1.0},
+        );
+        s.exchange(c, doc! {"insert": "doc", "documents": [d], "$db": "t"}, doc! {"n": 1, "ok": 1.0});
+    }
+
+    #[test]
+    fn saves_that_matched_nothing_and_recreated_collections_are_not_rewrites() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "tests", "PyMongo|MongoEngine 4.20.1|0.29.3");
+        // Twenty test cases, each dropping the collection and saving the same ids anew.
+        for case in 0..20 {
+            s.exchange(c, doc! {"drop": "doc", "$db": "t"}, doc! {"ok": 1.0});
+            for id in 0..3 {
+                save_new(&mut s, c, doc! {"_id": id, "value": case, "x": 1, "e": "a"});
+            }
+        }
+        assert!(rewrites(s).is_empty());
+    }
+
+    #[test]
+    fn a_replacement_of_a_document_there_is_still_a_rewrite_after_a_save_of_a_new_one() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for id in 0..5 {
+            save_new(&mut s, c, order(id, 20, "open"));
+            for status in ["paid", "packed", "shipped", "done"] {
+                s.exchange(
+                    c,
+                    doc! {"findAndModify": "doc", "query": {"_id": id}, "update": order(id, 20, status), "$db": "t"},
+                    doc! {"lastErrorObject": {"n": 1, "updatedExisting": true}, "value": order(id, 20, "x"), "ok": 1.0},
+                );
+            }
+        }
+        let f = rewrites(s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].evidence["count"], 20);
     }
 }

@@ -147,17 +147,79 @@ pub fn id_of<'a>(filter: &'a RawDocument) -> Option<Element<'a>> {
     }
 }
 
-/// `n` and `nModified` of a write reply (documents matched and changed).
-pub fn counts(reply: &CommandReply<'_>) -> (Option<u64>, Option<u64>) {
-    let (mut n, mut modified) = (None, None);
-    for e in element::elements(reply.body) {
-        match e.key {
-            b"n" => n = e.as_i64().and_then(|v| u64::try_from(v).ok()),
-            b"nModified" => modified = e.as_i64().and_then(|v| u64::try_from(v).ok()),
-            _ => {}
+/// What a write's reply says it did, read per command: `update` replies with `n`
+/// (matched, upserts included), `nModified` and `upserted` (`[{index, _id}]`);
+/// `findAndModify` with `lastErrorObject` (`n`, `updatedExisting`, `upserted`);
+/// `delete` with `n`. A write detector counts a statement only when it changed a
+/// document that was there: mongoengine's `save()` of a new document with a preset
+/// `_id` sends a findAndModify replacement that matches nothing, then an insert.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Documents matched, upserts included, when the reply says.
+    pub matched: Option<u64>,
+    /// Documents changed (`nModified`), when the reply says.
+    pub modified: Option<u64>,
+    /// The statements that inserted a document by upsert.
+    pub upserted: Vec<u64>,
+}
+
+impl Outcome {
+    /// Reads the reply of `command` (a write command; anything else says nothing).
+    pub fn of(command: &str, reply: &CommandReply<'_>) -> Outcome {
+        let number = |e: &Element<'_>| e.as_i64().and_then(|v| u64::try_from(v).ok());
+        let mut out = Outcome::default();
+        let upserted_indexes = |e: &Element<'_>, out: &mut Outcome| {
+            for u in e.as_array().into_iter().flat_map(element::elements).filter_map(|u| u.as_document()) {
+                out.upserted.push(element::find(u, "index").as_ref().and_then(number).unwrap_or(0));
+            }
+        };
+        match command {
+            "findAndModify" | "findandmodify" => {
+                let Some(leo) = element::find(reply.body, "lastErrorObject").and_then(|e| e.as_document())
+                else {
+                    return out;
+                };
+                for e in element::elements(leo) {
+                    match e.key {
+                        b"n" => out.matched = number(&e),
+                        b"upserted" => out.upserted.push(0),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {
+                for e in element::elements(reply.body) {
+                    match e.key {
+                        b"n" => out.matched = number(&e),
+                        b"nModified" => out.modified = number(&e),
+                        b"upserted" => upserted_indexes(&e, &mut out),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether statement `i` of the command may have changed a document that was
+    /// there: not when it inserted one by upsert, nor when nothing matched. (With
+    /// several statements, the counts are for all of them: only "nothing at all"
+    /// and the upserts' indexes are known per statement.)
+    pub fn changed_existing(&self, i: usize) -> bool {
+        if self.upserted.contains(&(i as u64)) {
+            return false;
+        }
+        match self.matched {
+            Some(n) => n > self.upserted.len() as u64,
+            None => true,
         }
     }
-    (n, modified)
+
+    /// Whether the reply says the statements changed nothing in the documents they
+    /// matched (`nModified: 0`, as for a replacement by the identical document).
+    pub fn unchanged(&self) -> bool {
+        self.modified == Some(0) && self.upserted.is_empty()
+    }
 }
 
 /// The document a findAndModify reply carries in `value` (before or after the change).
