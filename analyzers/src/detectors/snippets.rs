@@ -19,6 +19,9 @@ pub struct Batch<'a> {
     pub field: &'a str,
     /// The fields the children read (their projection), `_id` aside.
     pub fields: &'a [String],
+    /// The children already ask with `$in`, one group (a class, a key) at a time,
+    /// and each group held one reference: batching per group is not enough.
+    pub grouped: bool,
 }
 
 /// The code that fetches all children of one parent read at once.
@@ -204,6 +207,24 @@ fn java(b: &Batch<'_>) -> String {
 fn mongoengine(b: &Batch<'_>) -> String {
     let class = class_name(b.parent);
     let reference = segments(b.path).next().unwrap_or(b.path);
+    if b.grouped {
+        // GenericReferenceField values are {_cls, _ref}: MongoEngine already loads them
+        // with one $in per class, so select_related() changes nothing.
+        let base = class_name(b.child);
+        let field = if b.array.is_some() {
+            format!("ListField(ReferenceField({base}))")
+        } else {
+            format!("ReferenceField({base})")
+        };
+        return format!(
+            "# A GenericReferenceField is loaded with one $in per referenced class, and here each
+# class held one reference: one round trip each, select_related() or not. A ReferenceField
+# to the base class (its subclasses share the {child} collection) loads them with one $in:
+class {class}(Document):
+    {reference} = {field}  # was a GenericReferenceField",
+            child = b.child,
+        );
+    }
     format!(
         "# MongoEngine dereferences a ReferenceField one document at a time; select_related()\n# fetches the references of the whole queryset with one $in per collection:\nfor doc in {class}.objects(...).select_related():\n    doc.{reference}  # already loaded",
     )
@@ -222,7 +243,7 @@ mod tests {
     use super::*;
 
     fn b<'a>(path: &'a str, array: Option<usize>, fields: &'a [String]) -> Batch<'a> {
-        Batch { parent: "posts", child: "users", path, array, field: "_id", fields }
+        Batch { parent: "posts", child: "users", path, array, field: "_id", fields, grouped: false }
     }
 
     #[test]
