@@ -14,6 +14,7 @@
 //!   operators, each command's parts).
 //! - [`statements`]: the write statements of any write command, and what its reply says they did.
 //! - [`table`]: the access-pattern frequency table.
+//! - [`schema`]: what each collection's documents look like: fields, types, arrays.
 //! - [`finding`]: a finding, as detectors make it and reports render it.
 //! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
 //! - [`pipeline`]: events in, operations out to the table and the detectors.
@@ -28,6 +29,7 @@ pub mod namespace;
 pub mod operation;
 pub mod pipeline;
 pub mod report;
+pub mod schema;
 pub mod script;
 pub mod shape;
 pub mod statements;

@@ -8,6 +8,7 @@ use crate::exchange::{Correlator, ExchangeStats, Limits};
 use crate::finding::Finding;
 use crate::namespace::Epochs;
 use crate::operation::Operation;
+use crate::schema::Schemas;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
 
@@ -24,6 +25,8 @@ pub struct Pipeline {
     last_shape: Option<ShapeId>,
     /// Each namespace's epoch: drops and renames end what detectors remember.
     epochs: Epochs,
+    /// What each collection's documents look like.
+    schemas: Schemas,
 }
 
 impl Pipeline {
@@ -44,6 +47,7 @@ impl Pipeline {
             last_at: 0,
             last_shape: None,
             epochs: Epochs::default(),
+            schemas: Schemas::default(),
         }
     }
 
@@ -61,13 +65,14 @@ impl Pipeline {
             self.table.charge_loss(dropped);
         }
         let (ops, last_shape, epochs) = (&mut self.operations, &mut self.last_shape, &mut self.epochs);
-        let (table, detectors) = (&mut self.table, &mut self.detectors);
+        let (table, detectors, schemas) = (&mut self.table, &mut self.detectors, &mut self.schemas);
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
             // Decoded once; the table fills in the shape ids the detectors read.
             let mut view = OpView::new(&op);
             view.epoch = epochs.of(&op.namespace);
             table.record(&mut view);
+            schemas.observe(&view);
             detectors.on_operation(&view);
             if let Some(change) = &view.change {
                 epochs.apply(change);
@@ -99,7 +104,12 @@ impl Pipeline {
 
     /// What the detectors found so far.
     pub fn findings(&self) -> Vec<Finding> {
-        self.detectors.findings(&self.table)
+        self.detectors.findings(&self.table, &self.schemas)
+    }
+
+    /// What each collection's documents look like.
+    pub fn schemas(&self) -> &Schemas {
+        &self.schemas
     }
 
     /// Events fed so far.

@@ -14,6 +14,7 @@
 //! - [`writes`]: writes and growth: whole-document rewrites, growing arrays, large
 //!   documents, fan-out updates of copied fields, bucket candidates.
 //! - [`indexes`]: the Equality-Sort-Range index advisor and the catalog of indexes it reads.
+//! - [`schema`]: what queries ask of documents that none holds (unknown fields).
 //!
 //! Shared by all of them:
 //! - [`thresholds`]: every threshold and bound, with its source.
@@ -25,6 +26,7 @@ pub mod driver;
 pub mod indexes;
 mod names;
 pub mod reads;
+pub mod schema;
 pub mod snippets;
 pub mod thresholds;
 pub mod values;
@@ -37,6 +39,7 @@ use serde_json::Value;
 
 use crate::event::Micros;
 use crate::finding::Finding;
+use crate::schema::Schemas;
 use crate::table::{AccessTable, Row};
 use crate::view::{OpView, ShapeId};
 
@@ -58,6 +61,7 @@ pub const KINDS: &[&str] = &[
     "large_document",
     "over_fetch",
     "unindexed_regex",
+    "unknown_field",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -91,14 +95,16 @@ pub struct Context<'a> {
     pub table: &'a AccessTable,
     /// The thresholds in force.
     pub thresholds: &'a Thresholds,
+    /// What each collection's documents look like.
+    pub schemas: &'a Schemas,
     rows: FxHashMap<ShapeId, &'a Row>,
 }
 
 impl<'a> Context<'a> {
     /// A context over `table`.
-    pub fn new(table: &'a AccessTable, thresholds: &'a Thresholds) -> Context<'a> {
+    pub fn new(table: &'a AccessTable, thresholds: &'a Thresholds, schemas: &'a Schemas) -> Context<'a> {
         let rows = table.rows().into_iter().filter(|r| r.id != 0).map(|r| (r.id, r)).collect();
-        Context { table, thresholds, rows }
+        Context { table, thresholds, schemas, rows }
     }
 
     /// The table row of a shape.
@@ -134,6 +140,7 @@ impl Detectors {
             Box::new(writes::bucket::Bucket::new(&thresholds)),
             Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
             Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
+            Box::new(schema::unknown_field::UnknownField),
         ];
         Detectors { list, thresholds }
     }
@@ -173,8 +180,8 @@ impl Detectors {
     /// redundant query that is the child of an N+1 (the last of its shape ids), in
     /// the N+1 (batching its children removes both); an over-fetch of the field that
     /// makes documents large, in the large_document finding.
-    pub fn findings(&self, table: &AccessTable) -> Vec<Finding> {
-        let ctx = Context::new(table, &self.thresholds);
+    pub fn findings(&self, table: &AccessTable, schemas: &Schemas) -> Vec<Finding> {
+        let ctx = Context::new(table, &self.thresholds, schemas);
         let mut all: Vec<Finding> = self.list.iter().flat_map(|d| d.findings(&ctx)).collect();
         // The server's own namespaces (the profiler, config, local, admin) get no
         // advice: nobody designs their schema, and the server writes them.

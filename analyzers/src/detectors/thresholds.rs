@@ -101,6 +101,8 @@ pub struct Thresholds {
     pub index_high_examined: u64,
     /// Index advisor: operations on a collection before one of its indexes may be called unused.
     pub unused_index_min_operations: u64,
+    /// Unknown field: documents of a collection seen whole before a field none of them carries is unknown.
+    pub unknown_field_min_documents: u64,
 
     /// Bound: clients followed at once (least recently active evicted, counted).
     pub max_clients: u64,
@@ -161,6 +163,7 @@ impl Default for Thresholds {
             index_high_share: 0.05,
             index_high_examined: 500,
             unused_index_min_operations: 100,
+            unknown_field_min_documents: 20,
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
@@ -395,6 +398,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: Atlas calls an index unused after 7 days without use; mongotap says how long it watched",
     },
     ThresholdDoc {
+        key: "unknown_field_min_documents",
+        meaning: "documents of a collection seen whole (written, or returned without a projection) before a queried field none of them carries is called unknown",
+        source: "ours: twenty documents, none with the field, and no query on it that returned a document (Compass samples 1,000 documents for its schema view; mongotap walks every document it sees until 256, then one in 16)",
+    },
+    ThresholdDoc {
         key: "max_clients",
         meaning: "clients followed at once; the least recently active is evicted and counted",
         source: "bound on memory",
@@ -491,6 +499,7 @@ impl Thresholds {
             ("index_in_max_points", self.index_in_max_points, 1_000_000),
             ("index_high_examined", self.index_high_examined, u64::MAX),
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
+            ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
         ];
         for (k, v, most) in counts {
             if v == 0 || v > most {

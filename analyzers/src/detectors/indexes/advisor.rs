@@ -42,6 +42,7 @@ use crate::detectors::indexes::esr::{self, Need};
 use crate::detectors::indexes::fit::{self, Quality};
 use crate::detectors::indexes::missing::{missing, Facts, Observed};
 use crate::detectors::indexes::unneeded::{key_matches, redundant, unused};
+use crate::detectors::schema::unknown_field;
 use crate::detectors::{Context, Detector};
 use crate::finding::Finding;
 use crate::namespace::Change;
@@ -433,6 +434,13 @@ impl Detector for IndexAdvisor {
             let Some(row) = ctx.row(*id) else { continue };
             for (ns, need) in &s.needs {
                 let need = need.resolve_in(s.longest_in, t.index_in_max_points as usize);
+                // A field no document carries is not indexed: unknown_field says it.
+                if ns == &row.namespace {
+                    let positives = unknown_field::asked_fields(&row.shape).0;
+                    if need.fields().any(|f| unknown_field::unknown(ctx, row, f, &positives)) {
+                        continue;
+                    }
+                }
                 let (unserved, unknown) = unserved_runs(&catalog, ns, &need, &s.runs);
                 if unserved == 0 {
                     continue;

@@ -90,7 +90,7 @@ pub struct Explained {
 /// Samples waiting for `--explain`, at most.
 const MAX_SAMPLES: usize = 1_000;
 /// States kept per collection; older ones go (counted).
-const MAX_HISTORY: usize = 16;
+const MAX_HISTORY: usize = 32;
 /// A read asked for by a change on the wire waits this long after the last change.
 pub const DEBOUNCE_US: Micros = 2_000_000;
 
@@ -166,10 +166,11 @@ impl IndexCatalog {
         self.history.get(namespace)?.iter().rev().find(|k| k.seq <= seq)
     }
 
-    /// The first thing learnt of `namespace` after `seq` (what a read that ran before
-    /// the side connection's first answer is best judged by).
+    /// The first thing learnt of `namespace` after `seq` while it existed: what a
+    /// read that ran before the side connection's first answer (or before the oldest
+    /// state the bounded history still holds) is best judged by.
     pub fn after(&self, namespace: &str, seq: u64) -> Option<&Known> {
-        self.history.get(namespace)?.iter().find(|k| k.seq > seq)
+        self.history.get(namespace)?.iter().find(|k| k.seq > seq && k.exists)
     }
 
     /// The last state of `namespace` in which it existed.

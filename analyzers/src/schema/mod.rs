@@ -1,0 +1,345 @@
+//! What the documents of each collection look like, learnt from the documents the
+//! traffic writes (inserts, replacements) and reads (the replies of finds, getMores
+//! and findAndModify), and from the fields updates set: per field path, how many
+//! documents carry it, its BSON types with counts, and for arrays their lengths.
+//!
+//! It answers "does any document have this field?" for `unknown_field` (a query on
+//! `id` where documents store `_id` is a typo, not a missing index) and is the
+//! ground the report's `schemas` section stands on.
+//!
+//! Bounded: collections, paths per collection (Compass refuses more than 1,000 fields
+//! too) and nesting depth are capped, what is refused is counted. Walking every
+//! document costs: the first [`WALK_ALL_FIRST`] documents of a collection are
+//! walked, then one in [`WALK_EVERY`]; a path an update sets is known without a walk.
+
+use bson::RawDocument;
+use mongotap_wire::element::{self, Element};
+use rustc_hash::FxHashMap;
+
+use crate::shape::command::Category;
+use crate::statements::{self, Change};
+use crate::view::OpView;
+
+/// Collections followed at most.
+const MAX_COLLECTIONS: usize = 1_000;
+/// Field paths per collection at most.
+pub const MAX_PATHS: usize = 512;
+/// Sub-document levels walked below the top.
+const MAX_DEPTH: usize = 6;
+/// Documents of a collection walked whole before sampling starts.
+const WALK_ALL_FIRST: u64 = 256;
+/// Then one document in this many.
+const WALK_EVERY: u64 = 16;
+
+/// One field path of a collection.
+#[derive(Debug, Clone, Default)]
+pub struct Field {
+    /// The dotted path; array elements add no segment (`lines.sku`).
+    pub path: String,
+    /// Documents walked that carry it.
+    pub present: u64,
+    /// BSON type byte -> values seen of that type.
+    pub types: Vec<(u8, u64)>,
+    /// For arrays: the lengths seen (smallest, largest, sum, arrays).
+    pub array_lengths: Option<(u64, u64, u64, u64)>,
+    /// The last document (its number in the collection) that counted it present.
+    last_document: u64,
+}
+
+/// What is known of one collection's documents.
+#[derive(Debug, Default)]
+pub struct Collection {
+    /// Documents walked whole (projected replies aside).
+    pub documents: u64,
+    /// Documents offered: written or returned whole, walked or not.
+    pub offered: u64,
+    /// Its fields, in the order they were first seen.
+    pub fields: Vec<Field>,
+    index: FxHashMap<Box<[u8]>, u32>,
+    /// Paths refused past [`MAX_PATHS`].
+    pub refused_paths: u64,
+}
+
+impl Collection {
+    /// The field at `path`, if any document (or a query) showed it.
+    pub fn field(&self, path: &str) -> Option<&Field> {
+        self.index.get(path.as_bytes()).map(|i| &self.fields[*i as usize])
+    }
+
+    /// Whether no document seen carries `path` (a query's dotted path): its top-level
+    /// field was never seen, or it was seen only holding values that cannot hold
+    /// `path`'s sub-fields. Deeper typos are left alone: a map-like sub-document
+    /// (an ODM's DictField) holds keys no sample may show. `None` when too little is
+    /// known to say: fewer than `min_documents` walked, or paths were refused.
+    pub fn lacks(&self, path: &str, min_documents: u64) -> Option<bool> {
+        if self.documents < min_documents || self.refused_paths > 0 {
+            return None;
+        }
+        let path = String::from_utf8_lossy(&normalize(path.as_bytes())).into_owned();
+        let (top, rest) = path.split_once('.').map_or((path.as_str(), None), |(t, r)| (t, Some(r)));
+        if top == "_id" || top.is_empty() {
+            return Some(false);
+        }
+        Some(match (self.field(top), rest) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            // `a.b` where `a` was only ever a scalar: no document can hold `a.b`.
+            (Some(f), Some(_)) => f.types.iter().all(|(k, _)| !matches!(k, 0x03 | 0x04)),
+        })
+    }
+
+    /// The top-level field names seen.
+    pub fn top_level(&self) -> impl Iterator<Item = &str> {
+        self.fields.iter().map(|f| f.path.as_str()).filter(|p| !p.contains('.'))
+    }
+
+    fn slot(&mut self, path: &[u8]) -> Option<&mut Field> {
+        let i = match self.index.get(path) {
+            Some(i) => *i,
+            None if self.fields.len() >= MAX_PATHS => {
+                self.refused_paths += 1;
+                return None;
+            }
+            None => {
+                let i = self.fields.len() as u32;
+                self.index.insert(path.into(), i);
+                self.fields
+                    .push(Field { path: String::from_utf8_lossy(path).into_owned(), ..Field::default() });
+                i
+            }
+        };
+        Some(&mut self.fields[i as usize])
+    }
+
+    /// Marks a path as existing without a document (a query or an update showed it).
+    fn exists(&mut self, path: &[u8]) {
+        let path = normalize(path);
+        self.slot(&path);
+    }
+
+    /// Offers one document; it is walked whole at first, then one in [`WALK_EVERY`].
+    fn offer(&mut self, doc: &RawDocument) {
+        self.offered += 1;
+        if self.offered > WALK_ALL_FIRST && self.offered % WALK_EVERY != 0 {
+            return;
+        }
+        self.documents += 1;
+        let n = self.documents;
+        let mut path = Vec::with_capacity(64);
+        self.walk(doc, &mut path, 0, n);
+    }
+
+    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, n: u64) {
+        for e in element::elements(doc) {
+            let base = path.len();
+            if base > 0 {
+                path.push(b'.');
+            }
+            path.extend_from_slice(e.key);
+            self.value(&e, path, depth, n);
+            path.truncate(base);
+        }
+    }
+
+    fn value(&mut self, e: &Element<'_>, path: &mut Vec<u8>, depth: usize, n: u64) {
+        let array_len =
+            (e.kind == 0x04).then(|| e.as_array().map_or(0, |a| element::elements(a).count() as u64));
+        if let Some(f) = self.slot(path) {
+            if f.last_document != n {
+                f.last_document = n;
+                f.present += 1;
+            }
+            match f.types.iter_mut().find(|(k, _)| *k == e.kind) {
+                Some((_, c)) => *c += 1,
+                None => f.types.push((e.kind, 1)),
+            }
+            if let Some(len) = array_len {
+                let (lo, hi, sum, count) = f.array_lengths.get_or_insert((len, len, 0, 0));
+                *lo = (*lo).min(len);
+                *hi = (*hi).max(len);
+                *sum += len;
+                *count += 1;
+            }
+        }
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        match e.kind {
+            0x03 => {
+                if let Some(d) = e.as_document() {
+                    self.walk(d, path, depth + 1, n);
+                }
+            }
+            // Elements of an array of sub-documents add their fields at the array's path.
+            0x04 => {
+                for item in e.as_array().into_iter().flat_map(element::elements) {
+                    if let Some(d) = item.as_document() {
+                        self.walk(d, path, depth + 1, n);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A query's or an update's path as documents hold it: positions (`lines.0.sku`) and
+/// positional operators (`lines.$.sku`, `lines.$[].sku`) are not fields.
+pub fn normalize(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for seg in path.split(|b| *b == b'.') {
+        let position = !seg.is_empty() && (seg.iter().all(u8::is_ascii_digit) || seg.starts_with(b"$"));
+        if position {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(b'.');
+        }
+        out.extend_from_slice(seg);
+    }
+    out
+}
+
+/// Every collection's documents.
+#[derive(Debug, Default)]
+pub struct Schemas {
+    collections: FxHashMap<String, Collection>,
+    /// Collections refused past the bound.
+    pub refused_collections: u64,
+}
+
+impl Schemas {
+    /// What is known of `namespace`'s documents.
+    pub fn get(&self, namespace: &str) -> Option<&Collection> {
+        self.collections.get(namespace)
+    }
+
+    /// Every collection, by namespace.
+    pub fn all(&self) -> impl Iterator<Item = (&String, &Collection)> {
+        self.collections.iter()
+    }
+
+    fn collection(&mut self, namespace: &str) -> Option<&mut Collection> {
+        if !self.collections.contains_key(namespace) {
+            if self.collections.len() >= MAX_COLLECTIONS {
+                self.refused_collections += 1;
+                return None;
+            }
+            self.collections.insert(namespace.to_owned(), Collection::default());
+        }
+        self.collections.get_mut(namespace)
+    }
+
+    /// Learns from one operation.
+    pub fn observe(&mut self, v: &OpView<'_>) {
+        let (Some(cmd), false) = (&v.command, v.op.failed()) else { return };
+        let ns = v.op.namespace.as_str();
+        match v.category {
+            Category::Write => {
+                for (other, d) in statements::inserts(cmd) {
+                    if let Some(c) = self.collection(other.unwrap_or(ns)) {
+                        c.offer(d);
+                    }
+                }
+                for u in statements::updates(cmd) {
+                    let Some(c) = self.collection(u.namespace.unwrap_or(ns)) else { continue };
+                    match u.change {
+                        Change::Replacement(d) => c.offer(d),
+                        Change::Operators(ops) => {
+                            for group in element::elements(ops).filter(|g| sets_fields(g.key)) {
+                                for f in group.as_document().into_iter().flat_map(element::elements) {
+                                    c.exists(f.key);
+                                }
+                            }
+                        }
+                        Change::Pipeline => {}
+                    }
+                }
+                if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
+                    if let Some(c) = self.collection(ns) {
+                        c.offer(value);
+                    }
+                }
+            }
+            Category::Read => {
+                // Documents as stored: the first batch of a find without a projection
+                // (a getMore cannot tell a find's cursor from an aggregation's).
+                let whole = cmd.name == "find" && element::find(cmd.body, "projection").is_none();
+                if let (true, Some(batch)) = (whole, v.batch) {
+                    if let Some(c) = self.collection(ns) {
+                        for d in element::elements(batch).filter_map(|d| d.as_document()) {
+                            c.offer(d);
+                        }
+                    }
+                }
+            }
+            Category::Command => {}
+        }
+    }
+}
+
+/// Update operators whose keys are fields the document holds afterwards.
+fn sets_fields(op: &[u8]) -> bool {
+    matches!(
+        op,
+        b"$set"
+            | b"$setOnInsert"
+            | b"$inc"
+            | b"$mul"
+            | b"$push"
+            | b"$addToSet"
+            | b"$max"
+            | b"$min"
+            | b"$currentDate"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, RawDocumentBuf};
+
+    fn raw(d: bson::Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(&d).unwrap()
+    }
+
+    #[test]
+    fn fields_types_presence_and_array_lengths() {
+        let mut c = Collection::default();
+        c.offer(&raw(doc! {"_id": 1, "total": 5, "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}], "customer": {"name": "x"}}));
+        c.offer(&raw(doc! {"_id": 2, "total": "5", "lines": []}));
+        assert_eq!(c.documents, 2);
+        let total = c.field("total").unwrap();
+        assert_eq!((total.present, total.types.clone()), (2, vec![(0x10, 1), (0x02, 1)]));
+        let sku = c.field("lines.sku").unwrap();
+        assert_eq!(sku.present, 1, "counted once per document, not per element");
+        assert_eq!(c.field("lines").unwrap().array_lengths, Some((0, 2, 2, 2)));
+        assert!(c.field("customer.name").is_some() && c.field("lines.qty").is_some());
+        assert_eq!(c.top_level().collect::<Vec<_>>(), ["_id", "total", "lines", "customer"]);
+    }
+
+    #[test]
+    fn positions_and_positional_operators_are_not_fields() {
+        assert_eq!(normalize(b"lines.0.sku"), b"lines.sku");
+        assert_eq!(normalize(b"lines.$.qty"), b"lines.qty");
+        assert_eq!(normalize(b"lines.$[].qty"), b"lines.qty");
+        assert_eq!(normalize(b"lines.$[x].qty"), b"lines.qty");
+        assert_eq!(normalize(b"a"), b"a");
+    }
+
+    #[test]
+    fn paths_are_bounded_and_sampling_thins_out() {
+        let mut c = Collection::default();
+        let mut d = bson::Document::new();
+        for i in 0..(MAX_PATHS + 10) {
+            d.insert(format!("f{i}"), 1);
+        }
+        c.offer(&raw(d));
+        assert_eq!((c.fields.len(), c.refused_paths), (MAX_PATHS, 10));
+        let mut c = Collection::default();
+        for i in 0..(WALK_ALL_FIRST + 10 * WALK_EVERY) {
+            c.offer(&raw(doc! {"_id": i as i64}));
+        }
+        assert_eq!(c.documents, WALK_ALL_FIRST + 10);
+    }
+}
