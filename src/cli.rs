@@ -276,9 +276,36 @@ pub struct MergeArgs {
 
 impl ProxyArgs {
     /// The proxy configuration these flags describe.
+    /// Every value is checked here, before anything starts: a bad one is refused
+    /// with the flag's name, what was given (credentials masked) and what is
+    /// accepted (the caller exits with code 2).
     pub fn config(&self) -> Result<mongotap::proxy::ProxyConfig, String> {
         use mongotap::proxy::tls::{ClientTls, TlsOptions, UpstreamTls};
-        let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)?;
+        let upstream = mongotap::proxy::upstream::parse_upstream(&self.upstream)
+            .map_err(|e| format!("--upstream {e}"))?;
+        let at_least_one = [
+            ("--report-interval", self.report_interval, "seconds between report writes"),
+            ("--max-connections", self.max_connections as u64, "client connections served at once"),
+            ("--max-shapes", self.max_shapes as u64, "distinct shapes kept in the table"),
+            ("--tap-mb", self.tap_mb, "megabytes queued for analysis"),
+            ("--tap-capacity", self.tap_capacity as u64, "events queued for analysis"),
+            ("--index-refresh", self.index_refresh, "seconds between index reads"),
+        ];
+        for (flag, value, what) in at_least_one {
+            if value == 0 {
+                return Err(format!("{flag} 0 means nothing: give a whole number of {what}, 1 or more"));
+            }
+        }
+        self.outputs.check()?;
+        if let Some(trace) = &self.trace.trace {
+            if trace.exists() {
+                return Err(format!(
+                    "--trace {}: the file exists, and traces are never overwritten; give a new path",
+                    trace.display()
+                ));
+            }
+            writable("--trace", trace)?;
+        }
         let hosts =
             self.upstream.split_once("://").map_or("", |(_, r)| r).split(['/', '?']).next().unwrap_or("");
         if hosts.contains(',') && !self.rewrite_topology {
@@ -315,11 +342,11 @@ impl ProxyArgs {
         Ok(mongotap::proxy::ProxyConfig {
             listen: self.listen.clone(),
             upstream: upstream.clone(),
-            max_connections: self.max_connections.max(1),
+            max_connections: self.max_connections,
             idle_timeout: Duration::from_secs(self.idle_timeout),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
-            tap_capacity: self.tap_capacity.max(1),
-            tap_bytes: self.tap_mb.max(1) * 1024 * 1024,
+            tap_capacity: self.tap_capacity,
+            tap_bytes: self.tap_mb * 1024 * 1024,
             client_tls,
             upstream_tls,
             rewrite_topology,
@@ -334,6 +361,47 @@ impl ProxyArgs {
             }),
             ..mongotap::proxy::ProxyConfig::default()
         })
+    }
+}
+
+impl ReportOutputs {
+    /// Whether each report path can be written, checked now rather than at the first
+    /// write (ten seconds later, or at exit after an hour of capture).
+    pub fn check(&self) -> Result<(), String> {
+        for (flag, path) in [
+            ("--report-json", &self.report_json),
+            ("--report-md", &self.report_md),
+            ("--report-html", &self.report_html),
+        ] {
+            if let Some(p) = path {
+                writable(flag, p)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a file can be created at `path`: its directory exists and takes a new
+/// file (tried, then removed), and `path` is not a directory.
+fn writable(flag: &str, path: &std::path::Path) -> Result<(), String> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(format!("{flag} {shown}: a directory, not a file path"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(format!("{flag} {shown}: the directory {} does not exist", dir.display()));
+    }
+    let probe = dir.join(format!(".mongotap-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!("{flag} {shown}: cannot write in {}: {e}", dir.display())),
     }
 }
 

@@ -46,12 +46,28 @@ fn main() -> ExitCode {
         )
         .init();
     let result = match cli.command {
-        Commands::Proxy(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
         Commands::Record(args) if args.trace.trace.is_none() => {
-            Err("record needs --trace PATH: the file to record into".to_string())
+            eprintln!("mongotap: record needs --trace PATH: the file to record into");
+            return ExitCode::from(2);
         }
-        Commands::Record(args) => run_proxy(args, thresholds).map(|()| ExitCode::SUCCESS),
-        Commands::Analyze(args) => run_analyze(args, thresholds).map(|()| ExitCode::SUCCESS),
+        Commands::Proxy(args) | Commands::Record(args) => match args.config() {
+            Ok(config) => run_proxy(args, config, thresholds).map(|()| ExitCode::SUCCESS),
+            Err(e) => {
+                eprintln!("mongotap: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Commands::Analyze(args) => match (args.max_shapes, args.outputs.check()) {
+            (0, _) => {
+                eprintln!("mongotap: --max-shapes 0 means nothing: give 1 or more distinct shapes to keep");
+                return ExitCode::from(2);
+            }
+            (_, Err(e)) => {
+                eprintln!("mongotap: {e}");
+                return ExitCode::from(2);
+            }
+            _ => run_analyze(args, thresholds).map(|()| ExitCode::SUCCESS),
+        },
         Commands::Replay(args) => run_replay(args, thresholds),
         Commands::Report(args) => run_report(args),
         Commands::Detectors(_) => {
@@ -72,8 +88,11 @@ fn outputs(o: &cli::ReportOutputs) -> Outputs {
     Outputs { json: o.report_json.clone(), markdown: o.report_md.clone(), html: o.report_html.clone() }
 }
 
-fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> {
-    let config = args.config()?;
+fn run_proxy(
+    args: ProxyArgs,
+    config: mongotap::proxy::ProxyConfig,
+    mut thresholds: Thresholds,
+) -> Result<(), String> {
     let outs = outputs(&args.outputs);
     if let Some(rtt) = args.assumed_rtt_ms {
         if !(rtt > 0.0 && rtt.is_finite()) {
@@ -97,7 +116,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
         } else {
             let config = SideConfig {
                 upstream: args.upstream.clone(),
-                refresh: Duration::from_secs(args.index_refresh.max(1)),
+                refresh: Duration::from_secs(args.index_refresh),
             };
             if args.explain {
                 catalog.lock().unwrap_or_else(|e| e.into_inner()).enable_explain();
@@ -117,7 +136,7 @@ fn run_proxy(args: ProxyArgs, mut thresholds: Thresholds) -> Result<(), String> 
                 Err(e) => tracing::warn!("admin endpoint not started: cannot listen on {}: {e}", args.admin),
             }
         }
-        let mut every = tokio::time::interval(Duration::from_secs(args.report_interval.max(1)));
+        let mut every = tokio::time::interval(Duration::from_secs(args.report_interval));
         every.tick().await;
         let stop = shutdown_signal();
         tokio::pin!(stop);

@@ -113,7 +113,7 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
     let stats = p.exchange_stats();
     let tap = &shared.tap;
     let cursors = p.table().cursor_stats();
-    let simple: [(&str, &str, &str, u64); 18] = [
+    let simple: [(&str, &str, &str, u64); 20] = [
         (
             "mongotap_connections_open",
             "gauge",
@@ -125,6 +125,18 @@ pub fn render(p: &Pipeline, shared: &Shared) -> String {
             "counter",
             "Client connections accepted.",
             shared.accepted.load(Ordering::Relaxed),
+        ),
+        (
+            "mongotap_clients_waiting",
+            "gauge",
+            "Clients waiting in the accept backlog because --max-connections are open (sampled every second).",
+            shared.waiting.load(Ordering::Relaxed),
+        ),
+        (
+            "mongotap_connection_cap_reached_total",
+            "counter",
+            "Times --max-connections was reached (once per burst).",
+            shared.cap_reached.load(Ordering::Relaxed),
         ),
         (
             "mongotap_upstream_connect_failures_total",

@@ -1,8 +1,12 @@
 //! mongotap's own connection to the upstream, for what the traffic cannot tell the
-//! index advisor: the indexes of the collections the application uses. It runs
-//! `listIndexes` on each collection the advisor asks for, a few a second, again
-//! every `refresh`, and at once after a `createIndexes`/`dropIndexes` passed
-//! through. Its credentials come from the upstream URI or from
+//! index advisor: the indexes of the collections the application uses. It is kept
+//! quiet, because its commands land in the application's profiler and logs: it runs
+//! `listIndexes` once on each collection the advisor asks for (a few a second at
+//! most), then at most once per `refresh`; a change that passes through is applied
+//! from the wire and asks for one read two seconds after the last change only when
+//! the wire did not say everything; a collection the wire dropped is not read. Every
+//! command carries the app name `mongotap` and a `comment` naming mongotap, so
+//! profilers, logs and `$currentOp` can tell it apart. Its credentials come from the upstream URI or from
 //! `MONGOTAP_UPSTREAM_USERNAME`/`MONGOTAP_UPSTREAM_PASSWORD` (and
 //! `MONGOTAP_UPSTREAM_AUTH_SOURCE`), never from the captured traffic. When it
 //! cannot connect or is refused, it says so once, retries now and then, and the
@@ -16,8 +20,14 @@ use mongotap_analyzers::detectors::indexes::catalog::{Explained, IndexSpec, Shar
 use mongotap_analyzers::detectors::indexes::fit;
 use mongotap_events::Clock;
 
+use crate::proxy::upstream::without_credentials;
+
 /// Collections read per second at most.
-const PER_SECOND: usize = 20;
+const PER_SECOND: usize = 4;
+/// The app name of the side connection's handshake.
+pub const APP_NAME: &str = "mongotap";
+/// The `comment` every side command carries (profilers and logs show it).
+pub const COMMENT: &str = "mongotap index advisor (side connection; --no-side-connection turns it off)";
 /// How long one `listIndexes` may take.
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// How long to wait after a failure before trying again.
@@ -44,7 +54,7 @@ pub fn uri(upstream: &str) -> String {
 
 async fn client(config: &SideConfig) -> Result<mongodb::Client, String> {
     let mut options = ClientOptions::parse(uri(&config.upstream)).await.map_err(|e| e.to_string())?;
-    options.app_name = Some("mongotap-side-connection".into());
+    options.app_name = Some(APP_NAME.into());
     options.server_selection_timeout = Some(TIMEOUT);
     options.connect_timeout = Some(TIMEOUT);
     options.max_pool_size = Some(2);
@@ -64,7 +74,7 @@ async fn list_indexes(
     namespace: &str,
 ) -> Result<Vec<IndexSpec>, mongodb::error::Error> {
     let (db, coll) = namespace.split_once('.').unwrap_or((namespace, ""));
-    let reply = client.database(db).run_command(doc! {"listIndexes": coll}).await;
+    let reply = client.database(db).run_command(doc! {"listIndexes": coll, "comment": COMMENT}).await;
     let reply = match reply {
         Ok(r) => r,
         // NamespaceNotFound: no collection, no index.
@@ -184,7 +194,7 @@ impl SideConnection {
     async fn explain_one(&self, client: &mongodb::Client) {
         let Some(sample) = fit::next_unserved_sample(&mut self.lock()) else { return };
         let db = sample.namespace.split_once('.').map_or(sample.namespace.as_str(), |(d, _)| d);
-        let cmd = doc! {"explain": sample.command, "verbosity": "executionStats"};
+        let cmd = doc! {"explain": sample.command, "verbosity": "executionStats", "comment": COMMENT};
         match tokio::time::timeout(TIMEOUT, client.database(db).run_command(cmd)).await {
             Ok(Ok(reply)) => {
                 if let Some(e) = explained(&reply) {
@@ -297,23 +307,9 @@ mod tests {
     }
 }
 
-/// A URI fit for a log: its user name and password, if any, replaced by `***`.
-pub fn without_credentials(uri: &str) -> String {
-    match uri.split_once("://") {
-        Some((scheme, rest)) => {
-            let hosts_end = rest.find(['/', '?']).unwrap_or(rest.len());
-            match rest[..hosts_end].rfind('@') {
-                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-                None => uri.to_owned(),
-            }
-        }
-        None => uri.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod credential_tests {
-    use super::without_credentials;
+    use crate::proxy::upstream::without_credentials;
 
     #[test]
     fn credentials_never_reach_a_log() {

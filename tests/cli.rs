@@ -194,3 +194,35 @@ async fn proxy_from_a_config_file_writes_every_report_on_sigterm() {
     assert!(std::fs::read_to_string(d.join("live.md")).unwrap().contains("| find `cfg.c`"));
     assert!(std::fs::read_to_string(d.join("live.html")).unwrap().starts_with("<!doctype html>"));
 }
+
+#[test]
+fn values_that_mean_nothing_are_refused_at_start_with_the_flag_and_the_forms_accepted() {
+    let refused = |args: &[&str]| {
+        let out = bin().arg("proxy").args(["--admin", "off"]).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = refused(&["--upstream", "mongodb://user:secret@host:99999/"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--upstream mongodb://***@host:99999/") && err.contains("port 99999 is out of range"),
+        "{err}"
+    );
+    assert!(!err.contains("secret") && err.contains("host:port (127.0.0.1:27017)"), "{err}");
+    for (bad, says) in [("nonsense::::", "is not a port"), ("127.0.0.1:0", "port 0 is out of range")] {
+        let (code, err) = refused(&["--upstream", bad]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    for flag in ["--tap-mb", "--max-shapes", "--report-interval", "--max-connections"] {
+        let (code, err) = refused(&[flag, "0"]);
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert!(err.contains(&format!("{flag} 0 means nothing")), "{err}");
+    }
+    let missing = dir().join("no-such-dir").join("report.json");
+    let (code, err) = refused(&["--report-json", missing.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--report-json") && err.contains("does not exist"), "{err}");
+    let (code, err) = refused(&["--report-md", dir().to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a directory, not a file path"), "{err}");
+}

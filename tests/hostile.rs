@@ -259,9 +259,17 @@ async fn a_client_past_the_cap_waits_and_is_then_served() {
     let mut third = TcpStream::connect(proxy.local_addr()).await.unwrap();
     third.write_all(&ping(3)).await.unwrap();
     let mut buf = [0u8; 1024];
-    let waited = tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf)).await;
+    let waited = tokio::time::timeout(Duration::from_millis(1500), third.read(&mut buf)).await;
     assert!(waited.is_err(), "no reply while two connections hold the cap");
     assert_eq!(proxy.open_connections(), 2);
+    // Said, and counted: one client waits in the backlog.
+    let shared = proxy.shared();
+    assert_eq!(shared.cap_reached.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        shared.waiting.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "sampled every second at the cap"
+    );
     drop(a);
     let n =
         tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf)).await.expect("served").unwrap();

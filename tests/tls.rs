@@ -167,13 +167,13 @@ async fn the_binary_takes_mongod_flags_and_the_upstream_uri_options() {
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let finds = r["access_patterns"].as_array().unwrap().iter().find(|p| p["command"] == "find").unwrap();
     assert_eq!(finds["count"], 4);
-    // An unreadable certificate file is a clear error at start (exit 1, as any
-    // unreadable input).
+    // An unreadable certificate file is a clear error at start (exit 2, as any flag
+    // whose value is refused before anything starts).
     let bad = Command::new(env!("CARGO_BIN_EXE_mongotap"))
         .args(["proxy", "--upstream", &upstream.addr(), "--tls-certificate-key-file", "/nonexistent.pem"])
         .output()
         .unwrap();
-    assert_eq!(bad.status.code(), Some(1), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent.pem"));
 }
 

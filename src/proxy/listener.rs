@@ -1,5 +1,6 @@
 //! Accepting clients: a semaphore caps the connections served at once (further
-//! clients wait in the backlog), and shutdown stops accepting, gives open
+//! clients wait in the backlog, which is said once per burst in the log and sampled
+//! every second into `/metrics`), and shutdown stops accepting, gives open
 //! connections a grace period, then closes what is left. In replica-set mode the
 //! loop accepts on every member's listener too, as they are opened.
 
@@ -37,11 +38,34 @@ pub async fn serve(
     let mut sessions = JoinSet::new();
     let mut listeners = vec![(listener, shared.seed.clone())];
     let mut turn = 0;
+    let max = shared.config.max_connections;
+    let mut capped = false;
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            _ = stop.changed() => break,
+        if permits.available_permits() == 0 && !capped {
+            capped = true;
+            shared.cap_reached.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{max} connections open: the --max-connections cap is reached; further clients wait in the accept backlog (and their drivers time out) until a connection closes; raise --max-connections if the clients are expected"
+            );
+        }
+        let mut sample = tokio::time::interval(Duration::from_secs(1));
+        let permit = loop {
+            tokio::select! {
+                p = permits.clone().acquire_owned() => break Some(p.expect("the semaphore is never closed")),
+                _ = stop.changed() => break None,
+                _ = sample.tick(), if capped => {
+                    let waiting: u64 = listeners.iter().filter_map(|(l, _)| backlog(l)).sum();
+                    shared.waiting.store(waiting, Ordering::Relaxed);
+                }
+            }
         };
+        let Some(permit) = permit else { break };
+        // The burst is over once a tenth of the cap is free again.
+        if capped && permits.available_permits() + 1 > max / 10 {
+            capped = false;
+            shared.waiting.store(0, Ordering::Relaxed);
+            tracing::info!("below the --max-connections cap again ({max})");
+        }
         let (socket, peer, member) = tokio::select! {
             r = accept_any(&listeners, &mut turn) => match r {
                 Ok(x) => x,
@@ -89,6 +113,31 @@ pub async fn serve(
         let _ = kill.send(true);
         while sessions.join_next().await.is_some() {}
     }
+}
+
+/// Clients waiting in a listener's accept backlog: Linux reports a listening
+/// socket's queue length as `tcpi_unacked` in its TCP_INFO.
+#[cfg(target_os = "linux")]
+fn backlog(l: &TcpListener) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: getsockopt writes at most `len` bytes into a zeroed tcp_info of that size.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = libc::getsockopt(
+            l.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        );
+        (rc == 0).then_some(u64::from(info.tcpi_unacked))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn backlog(_: &TcpListener) -> Option<u64> {
+    None
 }
 
 /// The next client of any listener, taking the listeners in turn so none starves.

@@ -95,6 +95,11 @@ pub struct Shared {
     pub open: AtomicU64,
     /// Connections accepted so far (also the next connection id).
     pub accepted: AtomicU64,
+    /// Clients waiting in the accept backlog while `--max-connections` are open
+    /// (sampled every second at the cap; 0 below it).
+    pub waiting: AtomicU64,
+    /// Times the connection cap was reached (one per burst).
+    pub cap_reached: AtomicU64,
 }
 
 impl Shared {
@@ -165,6 +170,8 @@ impl Proxy {
             tap,
             open: AtomicU64::new(0),
             accepted: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
+            cap_reached: AtomicU64::new(0),
         });
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(listener::serve(listener, added, shared.clone(), stop_rx));

@@ -97,9 +97,18 @@ impl Upstream {
     }
 }
 
-/// The `host:port` of the first host in `--upstream`, which takes `host:port` or a
-/// `mongodb://` URI (credentials and options are the client's business, not ours).
+/// The first host of `--upstream` as `host:port` (port 27017 when none is given):
+/// `host:port`, `host`, `[v6]:port`, or a `mongodb://` URI with one or more hosts.
+/// A port must be 1-65535 and a host a name or an address: anything else is refused
+/// with what was given (credentials masked) and the forms accepted.
 pub fn parse_upstream(s: &str) -> Result<String, String> {
+    let refuse = |why: String| {
+        format!(
+            "{}: {why}; give host:port (127.0.0.1:27017), a host (port 27017), [::1]:27017, or a URI \
+             mongodb://[user:password@]host[:port][,host2[:port]]/[?options]",
+            without_credentials(s)
+        )
+    };
     let rest = match s.split_once("://") {
         Some(("mongodb", rest)) => rest,
         Some(("mongodb+srv", rest)) => {
@@ -110,22 +119,70 @@ pub fn parse_upstream(s: &str) -> Result<String, String> {
                  (dig +short SRV _mongodb._tcp.{host}) as mongodb://host1:port,host2:port/?tls=true&replicaSet=..."
             ));
         }
-        Some((scheme, _)) => {
-            return Err(format!("unsupported scheme {scheme}:// (give host:port or a mongodb:// URI)"))
-        }
+        Some((scheme, _)) => return Err(refuse(format!("unsupported scheme {scheme}://"))),
         None => s,
     };
     let hosts = rest.split(['/', '?']).next().unwrap_or("");
     let hosts = hosts.rsplit_once('@').map_or(hosts, |(_, h)| h);
-    let first = hosts.split(',').next().unwrap_or("").trim();
-    if first.is_empty() {
-        return Err(format!("no host in {s:?}"));
+    let mut first = None;
+    for h in hosts.split(',') {
+        let h = h.trim();
+        let checked = host_port(h).map_err(refuse)?;
+        first.get_or_insert(checked);
     }
-    let has_port = match first.rsplit_once(':') {
-        Some((_, port)) => !first.ends_with(']') && port.parse::<u16>().is_ok(),
-        None => false,
+    first.ok_or_else(|| refuse("no host".into()))
+}
+
+/// One `host[:port]` checked: a name or an address, and a port of 1-65535.
+fn host_port(h: &str) -> Result<String, String> {
+    let (host, port) = match h.strip_prefix('[') {
+        Some(v6) => {
+            let (addr, after) =
+                v6.split_once(']').ok_or_else(|| format!("{h:?} opens [ without closing it"))?;
+            addr.parse::<std::net::Ipv6Addr>().map_err(|_| format!("{addr:?} is not an IPv6 address"))?;
+            let port = match after {
+                "" => None,
+                p => Some(p.strip_prefix(':').ok_or_else(|| format!("{h:?} is not [address]:port"))?),
+            };
+            (&h[..addr.len() + 2], port)
+        }
+        None => match h.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (h, None),
+        },
     };
-    Ok(if has_port { first.to_owned() } else { format!("{first}:27017") })
+    if host.is_empty() {
+        return Err(format!("{h:?} has no host"));
+    }
+    let name = host.starts_with('[')
+        || host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if !name {
+        return Err(format!("{host:?} is not a host name or address"));
+    }
+    let port = match port {
+        None => 27017,
+        Some(p) => match p.parse::<u32>() {
+            Ok(n @ 1..=65535) => n,
+            Ok(n) => return Err(format!("port {n} is out of range (1-65535)")),
+            Err(_) => return Err(format!("{p:?} is not a port (1-65535)")),
+        },
+    };
+    Ok(format!("{host}:{port}"))
+}
+
+/// A URI fit for a log or a message: its user name and password, if any, replaced
+/// by `***`.
+pub fn without_credentials(uri: &str) -> String {
+    match uri.split_once("://") {
+        Some((scheme, rest)) => {
+            let hosts_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            match rest[..hosts_end].rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => uri.to_owned(),
+            }
+        }
+        None => uri.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -140,6 +197,18 @@ mod tests {
         assert_eq!(parse_upstream("mongodb://[::1]:5/").unwrap(), "[::1]:5");
         assert_eq!(parse_upstream("mongodb://[::1]").unwrap(), "[::1]:27017");
         assert!(parse_upstream("mongodb+srv://cluster.example").is_err());
+        let refused = |s: &str| parse_upstream(s).unwrap_err();
+        let e = refused("mongodb://user:pw@host:99999/");
+        assert!(
+            e.contains("port 99999 is out of range") && e.contains("***@host:99999") && !e.contains("pw"),
+            "{e}"
+        );
+        assert!(refused("nonsense::::").contains("not a port"), "{}", refused("nonsense::::"));
+        assert!(refused("127.0.0.1:0").contains("port 0 is out of range"));
+        assert!(refused("mongodb://h1:1,h2:x/").contains("\"x\" is not a port"));
+        assert!(refused("my host:27017").contains("not a host name"));
+        assert!(refused("mongodb:///db").contains("no host"));
+        assert!(refused("[::1:5").contains("without closing"));
         assert!(parse_upstream("mongodb:///db").is_err());
     }
 
