@@ -21,6 +21,19 @@ fi
 
 [ "${1:-}" = python ] && { log "ready (Python part)"; exit 0; }
 
+# mongoengine's own tests, from the sdist of the version installed: foreign traffic for the scenarios.
+suite=.venv/mongoengine-tests
+version=$(sed -n 's/^mongoengine==//p' "$req")
+if [ ! -f "$suite/.version" ] || [ "$(cat "$suite/.version")" != "$version" ]; then
+  log "fetching mongoengine $version's own tests (its sdist on PyPI)"
+  rm -rf "$suite" .venv/sdist
+  .venv/bin/pip download -q --disable-pip-version-check --no-binary :all: --no-deps "mongoengine==$version" -d .venv/sdist
+  mkdir -p "$suite"
+  tar xzf ".venv/sdist/mongoengine-$version.tar.gz" -C "$suite" --strip-components=2 \
+    "mongoengine-$version/tests/test_dereference.py" "mongoengine-$version/tests/test_signals.py"
+  echo "$version" > "$suite/.version"
+fi
+
 # Node: the official driver (smoke test), Mongoose and mongosh (scenarios).
 node_missing=0
 for m in mongodb mongoose @mongosh/cli-repl; do

@@ -31,7 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,"
-                  "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index")
+                  "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index,"
+                  "unknown_field")
 CLIENT_TIMEOUT = 120
 
 started = []  # every process this runner started, for cleanup
@@ -176,7 +177,8 @@ def run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths):
     name = scenario["name"]
     port = free_port()
     uri = f"mongodb://127.0.0.1:{port}/?directConnection=true&appName={name}"
-    mapping = {"uri": uri, "db": name, **tool_paths}
+    direct = f"mongodb://127.0.0.1:{upstream_port}/?directConnection=true&appName={name}-direct"
+    mapping = {"uri": uri, "db": name, "upstream": direct, **tool_paths}
     report = workdir / f"{name}.report.json"
     report.unlink(missing_ok=True)
     proxy = start([str(args.mongotap), "proxy", "--listen", f"127.0.0.1:{port}",

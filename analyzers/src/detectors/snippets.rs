@@ -37,6 +37,15 @@ pub fn batch_fetch(stack: Stack, b: &Batch<'_>) -> String {
     }
 }
 
+/// GridFS files read one by one: keep small files in the document instead.
+pub fn gridfs(b: &Batch<'_>) -> String {
+    format!(
+        "// GridFS is for files over 16 MB: a smaller file fits in its document as binary data,\n// read with the rest in one round trip:\ndb.{}.updateOne({{ _id: docId }}, {{ $set: {{ {}: BinData(0, base64Content) }} }})",
+        b.parent,
+        b.path.split('.').next().unwrap_or(b.path)
+    )
+}
+
 /// `users` -> `User`, `order_lines` -> `OrderLine`: the class an ODM maps to a collection.
 pub(crate) fn class_name(collection: &str) -> String {
     let singular = collection.strip_suffix('s').filter(|s| !s.is_empty()).unwrap_or(collection);

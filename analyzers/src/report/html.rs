@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::markdown::compact;
-use super::{AccessPattern, Report};
+use super::{AccessPattern, Group, Report};
 
 /// Renders the report as one HTML document.
 pub fn render(r: &Report) -> String {
@@ -39,19 +39,24 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(s, "<section><h2>Operations per second</h2>{}</section>", timeline_svg(&r.timeline));
 
     let _ = writeln!(s, "<section><h2>Access patterns</h2><p class=\"hint\">Click a column to sort.</p>");
-    let _ = writeln!(
-        s,
-        "<div class=\"wide\"><table id=\"patterns\" class=\"sortable\"><thead><tr>\
-<th data-type=\"num\">#</th><th>Operation</th><th>Namespace</th><th>Shape</th>\
-<th data-type=\"num\">Count</th><th data-type=\"num\">Share</th><th data-type=\"num\">Rate/s</th>\
-<th data-type=\"num\">p50 ms</th><th data-type=\"num\">p95 ms</th><th data-type=\"num\">p99 ms</th>\
-<th>Latency distribution</th><th data-type=\"num\">Docs (mean)</th><th data-type=\"num\">Errors</th>\
-<th>Data needed</th><th>Apps</th></tr></thead><tbody>"
-    );
-    for (i, p) in r.access_patterns.iter().enumerate() {
-        row(&mut s, i + 1, p);
+    let of =
+        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
+    patterns_table(&mut s, Some("patterns"), &of(Group::Application));
+    for (group, title) in [
+        (Group::System, "The server's own namespaces (system.*, admin, config, local): no advice"),
+        (
+            Group::Administration,
+            "Administrative commands (handshakes, sessions, index and collection commands)",
+        ),
+    ] {
+        let rows = of(group);
+        if !rows.is_empty() {
+            let _ = writeln!(s, "<details class=\"group\"><summary>{title}: {} shapes</summary>", rows.len());
+            patterns_table(&mut s, None, &rows);
+            let _ = writeln!(s, "</details>");
+        }
     }
-    let _ = writeln!(s, "</tbody></table></div></section>");
+    let _ = writeln!(s, "</section>");
 
     let _ = writeln!(s, "<section><h2>Findings</h2>");
     if r.findings.is_empty() {
@@ -117,6 +122,25 @@ pub fn render(r: &Report) -> String {
     );
     let _ = write!(s, "<pre id=\"selftest\" hidden></pre>\n<script>{JS}</script>\n</body></html>\n");
     s
+}
+
+/// A sortable table of access patterns (`id` names the main one, which the page's
+/// self-test sorts).
+fn patterns_table(s: &mut String, id: Option<&str>, rows: &[&AccessPattern]) {
+    let id = id.map_or(String::new(), |i| format!(" id=\"{i}\""));
+    let _ = writeln!(
+        s,
+        "<div class=\"wide\"><table{id} class=\"sortable\"><thead><tr>\
+<th data-type=\"num\">#</th><th>Operation</th><th>Namespace</th><th>Shape</th>\
+<th data-type=\"num\">Count</th><th data-type=\"num\">Share</th><th data-type=\"num\">Rate/s</th>\
+<th data-type=\"num\">p50 ms</th><th data-type=\"num\">p95 ms</th><th data-type=\"num\">p99 ms</th>\
+<th>Latency distribution</th><th data-type=\"num\">Docs (mean)</th><th data-type=\"num\">Errors</th>\
+<th>Data needed</th><th>Apps</th></tr></thead><tbody>"
+    );
+    for (i, p) in rows.iter().enumerate() {
+        row(s, i + 1, p);
+    }
+    let _ = writeln!(s, "</tbody></table></div>");
 }
 
 fn row(s: &mut String, n: usize, p: &AccessPattern) {
@@ -311,9 +335,9 @@ h2{font-size:17px;margin:22px 0 8px}.meta,.hint{color:#57606a;margin:4px 0 10px}
 .warn{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 12px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eaeef2;padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none}
-th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;overflow-wrap:normal}
 tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere}details pre{margin:4px 0;max-width:min(520px,100%);overflow:auto}
-.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}#patterns td:nth-child(4){min-width:16em}svg{max-width:100%}
+.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}table.sortable td:nth-child(4){min-width:16em}details.group{margin:.8em 0}svg{max-width:100%}
 @media (max-width:600px){body{margin:0 8px 24px}h1{font-size:19px}}
 svg.chart rect{fill:#0969da}svg.mix rect.writes{fill:#cf222e}svg.mix rect.reads{fill:#0969da}svg text{font-size:12px;fill:#57606a}
 .finding{border-left:4px solid #d0d7de;padding:4px 12px;margin:8px 0}.finding.high{border-color:#cf222e}.finding.medium{border-color:#bf8700}

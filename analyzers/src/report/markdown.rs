@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{AccessPattern, Report};
+use super::{AccessPattern, Group, Report};
 
 /// Renders the report as Markdown.
 pub fn render(r: &Report) -> String {
@@ -26,13 +26,23 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "> **Incomplete data.** {loss}\n");
     }
 
-    let (data, other): (Vec<&AccessPattern>, Vec<&AccessPattern>) =
-        r.access_patterns.iter().partition(|p| p.category == "read" || p.category == "write");
+    let of =
+        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
+    let (data, system, other) = (of(Group::Application), of(Group::System), of(Group::Administration));
     let _ = writeln!(s, "## Access patterns\n");
     if data.is_empty() {
-        let _ = writeln!(s, "No reads or writes were seen.\n");
+        let _ = writeln!(s, "No reads or writes of the application's collections were seen.\n");
     } else {
         table(&mut s, &data);
+    }
+    if !system.is_empty() {
+        let _ = writeln!(
+            s,
+            "<details><summary>The server's own namespaces ({} shapes: system.*, admin, config, local; no advice)</summary>\n",
+            system.len()
+        );
+        table(&mut s, &system);
+        let _ = writeln!(s, "</details>\n");
     }
 
     let examples: Vec<(usize, &AccessPattern)> =

@@ -143,7 +143,28 @@ pub struct AccessPattern {
     pub missed_estimate: u64,
 }
 
+/// Which part of the table a row belongs to: the application's reads and writes,
+/// the server's own namespaces (advice-free), or administrative commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Reads and writes of the application's collections.
+    Application,
+    /// Reads and writes of `system.*`, `admin`, `config` and `local`: no advice.
+    System,
+    /// Commands: handshakes, index and collection administration, sessions.
+    Administration,
+}
+
 impl AccessPattern {
+    /// The part of the table this row belongs to.
+    pub fn group(&self) -> Group {
+        match self.category.as_str() {
+            "read" | "write" if crate::namespace::is_system(&self.namespace) => Group::System,
+            "read" | "write" => Group::Application,
+            _ => Group::Administration,
+        }
+    }
+
     /// The count as reports print it: `≥1200 (~15 missed)` when it is a lower bound.
     pub fn count_text(&self) -> String {
         match (self.count_lower_bound, self.missed_estimate) {

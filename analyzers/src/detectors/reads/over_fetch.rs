@@ -4,7 +4,8 @@
 //! wants to display the product name and price, pulls the entire reviews array".
 //! mongotap cannot see which fields the page shows, so the finding names the field
 //! and its share of every document read, and asks for a projection (or the subset
-//! pattern) if the page does not show all of it.
+//! pattern) if the page does not show all of it. A large binary or text field (a GridFS
+//! chunk's data, a file's content) is what such a read is for: never an over-fetch.
 
 use std::collections::BTreeSet;
 
@@ -121,6 +122,11 @@ impl Detector for OverFetch {
             else {
                 continue;
             };
+            // Only embedded arrays and sub-documents: a binary or text payload (a GridFS
+            // chunk's data, a file's content) is what such a read is for.
+            if !matches!(big.kind, 0x03 | 0x04) {
+                continue;
+            }
             if let Some(f) = self.names.id(At { path: big.key, array: None }) {
                 *s.fields.entry(f).or_default() += big.value.len() as u64;
             }

@@ -146,6 +146,7 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
         };
         let stacks: Vec<String> = p.drivers.iter().map(|d| Stack::describe(d)).collect();
         let odm_hint = match stack.odm {
+            _ if child.namespace.ends_with(".chunks") || child.namespace.ends_with(".files") => "",
             Some(crate::detectors::driver::Odm::MongoEngine) if grouped => {
                 " MongoEngine loads a GenericReferenceField with one $in per referenced class: select_related() is no fix when each class holds one reference; a ReferenceField to the base class loads them with one $in."
             }
@@ -165,7 +166,9 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
         } else {
             String::new()
         };
-        let recommendation = format!(
+        // GridFS: each file is read through its files and chunks collections.
+        let gridfs = child.namespace.ends_with(".chunks") || child.namespace.ends_with(".files");
+        let mut recommendation = format!(
             "Each {pc} on {pns} that returns several documents is followed by one {cc} on {cns} per document, \
              matching {cf} to the parent's {pf} (typical N = {typical}, in {occ} of {reads} such reads; \
              {extra} extra round trips, about {cost:.0} ms per page at {rtt} ms a round trip). Fetch them \
@@ -183,6 +186,15 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
             rtt = t.assumed_rtt_ms,
             pcoll = collection(&parent.namespace),
         );
+        if gridfs {
+            recommendation = format!(
+                "Each {} on {} that returns several documents is followed by a GridFS read per document on {} \
+                 (typical N = {typical}, in {} of {examined} such reads): every file costs its own round trips to \
+                 fs.files and fs.chunks, and no ODM batches them. Files under 16 MB fit in the document itself \
+                 (binary data: one read with the rest); otherwise read a file's content only where the page shows it.",
+                parent.command, parent.namespace, child.namespace, p.occurrences
+            );
+        }
         let evidence = json!({
             "count": p.children,
             "parent": {
@@ -227,7 +239,11 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
                 shapes: &shapes,
                 evidence,
                 recommendation,
-                fix: Some(snippets::batch_fetch(stack, &batch)),
+                fix: Some(if gridfs {
+                    snippets::gridfs(&batch)
+                } else {
+                    snippets::batch_fetch(stack, &batch)
+                }),
                 extra: vec![
                     ("child_namespace", json!(child.namespace)),
                     ("link", json!({"parent_field": path, "child_field": field})),
