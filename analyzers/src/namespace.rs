@@ -41,6 +41,10 @@ pub enum Change {
 impl Change {
     /// The change `command` made, if it made one and its reply says it succeeded.
     pub fn of(command: &Command<'_>, reply: Option<&CommandReply<'_>>) -> Option<Change> {
+        // The name first: this runs for every operation, and most change nothing.
+        if !matches!(command.name, "drop" | "dropDatabase" | "create" | "renameCollection" | "delete") {
+            return None;
+        }
         if !reply.is_some_and(|r| r.ok()) {
             return None;
         }

@@ -9,7 +9,7 @@ use mongotap_wire::{Command, CommandReply};
 use crate::namespace::Change;
 use crate::operation::Operation;
 use crate::shape::command::{Category, StatementShape};
-use crate::statements::Outcome;
+use crate::statements::{self, Outcome, Update};
 
 /// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
 /// reports print as 16 hex digits (see [`crate::shape::hex`]).
@@ -45,6 +45,9 @@ pub struct OpView<'o> {
     pub change: Option<Change>,
     /// For a write: what its reply says it did (matched, changed, upserted).
     pub outcome: Option<Outcome>,
+    /// The update statements and inserted documents, decoded on first use.
+    updates: std::cell::OnceCell<Vec<Update<'o>>>,
+    inserts: std::cell::OnceCell<Vec<(Option<&'o str>, &'o RawDocument)>>,
 }
 
 impl<'o> OpView<'o> {
@@ -76,7 +79,27 @@ impl<'o> OpView<'o> {
             epoch: 0,
             change,
             outcome,
+            updates: std::cell::OnceCell::new(),
+            inserts: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The update statements of a write (see [`statements::updates`]), decoded once
+    /// for every analyzer that asks.
+    pub fn updates(&self) -> &[Update<'o>] {
+        self.updates.get_or_init(|| match (&self.command, self.category) {
+            (Some(c), Category::Write) => statements::updates(c),
+            _ => Vec::new(),
+        })
+    }
+
+    /// The documents an insert (or bulkWrite) carries, with their namespace when
+    /// the statement names its own (see [`statements::inserts`]).
+    pub fn inserts(&self) -> &[(Option<&'o str>, &'o RawDocument)] {
+        self.inserts.get_or_init(|| match (&self.command, self.category) {
+            (Some(c), Category::Write) => statements::inserts(c),
+            _ => Vec::new(),
+        })
     }
 
     /// The shape id of the operation's first statement, or for a getMore the shape

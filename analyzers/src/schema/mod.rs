@@ -10,7 +10,8 @@
 //! Bounded: collections, paths per collection (Compass refuses more than 1,000 fields
 //! too) and nesting depth are capped, what is refused is counted. Walking every
 //! document costs: the first [`WALK_ALL_FIRST`] documents of a collection are
-//! walked, then one in [`WALK_EVERY`]; a path an update sets is known without a walk.
+//! walked, then those of one operation in [`WALK_EVERY`] (in [`WALK_RARELY`] once
+//! [`WALK_MANY`] were walked); a path an update sets is known without a walk.
 
 use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
@@ -28,8 +29,13 @@ pub const MAX_PATHS: usize = 512;
 const MAX_DEPTH: usize = 6;
 /// Documents of a collection walked whole before sampling starts.
 const WALK_ALL_FIRST: u64 = 256;
-/// Then one document in this many.
+/// Then the documents of one operation in this many.
 const WALK_EVERY: u64 = 16;
+/// Once this many documents were walked, one operation in [`WALK_RARELY`]: the
+/// fields of a collection are long known by then.
+const WALK_MANY: u64 = 4_096;
+/// See [`WALK_MANY`].
+const WALK_RARELY: u64 = 128;
 
 /// One field path of a collection.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +59,8 @@ pub struct Collection {
     pub documents: u64,
     /// Documents offered: written or returned whole, walked or not.
     pub offered: u64,
+    /// Operations that offered documents, for the one-in-[`WALK_EVERY`] sample.
+    operations: u64,
     /// Its fields, in the order they were first seen.
     pub fields: Vec<Field>,
     index: FxHashMap<Box<[u8]>, u32>,
@@ -111,18 +119,28 @@ impl Collection {
         Some(&mut self.fields[i as usize])
     }
 
-    /// Marks a path as existing without a document (a query or an update showed it).
+    /// Marks a path as existing without a document (an update set it).
     fn exists(&mut self, path: &[u8]) {
+        if self.index.contains_key(path) {
+            return;
+        }
         let path = normalize(path);
         self.slot(&path);
     }
 
-    /// Offers one document; it is walked whole at first, then one in [`WALK_EVERY`].
+    /// An operation offers `n` documents: whether to walk them. Every document is
+    /// walked until [`WALK_ALL_FIRST`], then those of one operation in [`WALK_EVERY`]
+    /// (deciding per operation spares the rest even a look at their batch).
+    fn offering(&mut self, n: u64) -> bool {
+        self.operations += 1;
+        let every = if self.documents < WALK_MANY { WALK_EVERY } else { WALK_RARELY };
+        let walk = self.offered < WALK_ALL_FIRST || self.operations % every == 0;
+        self.offered += n;
+        walk
+    }
+
+    /// Walks one document.
     fn offer(&mut self, doc: &RawDocument) {
-        self.offered += 1;
-        if self.offered > WALK_ALL_FIRST && self.offered % WALK_EVERY != 0 {
-            return;
-        }
         self.documents += 1;
         let n = self.documents;
         let mut path = Vec::with_capacity(64);
@@ -203,7 +221,11 @@ pub fn normalize(path: &[u8]) -> Vec<u8> {
 /// Every collection's documents.
 #[derive(Debug, Default)]
 pub struct Schemas {
-    collections: FxHashMap<String, Collection>,
+    collections: Vec<(String, Collection)>,
+    index: FxHashMap<String, usize>,
+    /// The collection looked up last: operations on one collection come in runs,
+    /// and a comparison is cheaper than hashing its name.
+    last: usize,
     /// Collections refused past the bound.
     pub refused_collections: u64,
 }
@@ -211,23 +233,32 @@ pub struct Schemas {
 impl Schemas {
     /// What is known of `namespace`'s documents.
     pub fn get(&self, namespace: &str) -> Option<&Collection> {
-        self.collections.get(namespace)
+        self.index.get(namespace).map(|i| &self.collections[*i].1)
     }
 
     /// Every collection, by namespace.
     pub fn all(&self) -> impl Iterator<Item = (&String, &Collection)> {
-        self.collections.iter()
+        self.collections.iter().map(|(ns, c)| (ns, c))
     }
 
     fn collection(&mut self, namespace: &str) -> Option<&mut Collection> {
-        if !self.collections.contains_key(namespace) {
-            if self.collections.len() >= MAX_COLLECTIONS {
+        if self.collections.get(self.last).is_some_and(|(ns, _)| ns == namespace) {
+            return Some(&mut self.collections[self.last].1);
+        }
+        let i = match self.index.get(namespace) {
+            Some(i) => *i,
+            None if self.collections.len() >= MAX_COLLECTIONS => {
                 self.refused_collections += 1;
                 return None;
             }
-            self.collections.insert(namespace.to_owned(), Collection::default());
-        }
-        self.collections.get_mut(namespace)
+            None => {
+                self.collections.push((namespace.to_owned(), Collection::default()));
+                self.index.insert(namespace.to_owned(), self.collections.len() - 1);
+                self.collections.len() - 1
+            }
+        };
+        self.last = i;
+        Some(&mut self.collections[i].1)
     }
 
     /// Learns from one operation.
@@ -236,15 +267,24 @@ impl Schemas {
         let ns = v.op.namespace.as_str();
         match v.category {
             Category::Write => {
-                for (other, d) in statements::inserts(cmd) {
-                    if let Some(c) = self.collection(other.unwrap_or(ns)) {
-                        c.offer(d);
+                let inserts = v.inserts();
+                if !inserts.is_empty() {
+                    // bulkWrite names a namespace per statement; others use the command's.
+                    let walk = self.collection(ns).is_some_and(|c| c.offering(inserts.len() as u64));
+                    for (other, d) in inserts.into_iter().filter(|_| walk) {
+                        if let Some(c) = self.collection(other.unwrap_or(ns)) {
+                            c.offer(d);
+                        }
                     }
                 }
-                for u in statements::updates(cmd) {
+                for u in v.updates().iter().copied() {
                     let Some(c) = self.collection(u.namespace.unwrap_or(ns)) else { continue };
                     match u.change {
-                        Change::Replacement(d) => c.offer(d),
+                        Change::Replacement(d) => {
+                            if c.offering(1) {
+                                c.offer(d);
+                            }
+                        }
                         Change::Operators(ops) => {
                             for group in element::elements(ops).filter(|g| sets_fields(g.key)) {
                                 for f in group.as_document().into_iter().flat_map(element::elements) {
@@ -257,23 +297,24 @@ impl Schemas {
                 }
                 if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
                     if let Some(c) = self.collection(ns) {
-                        c.offer(value);
-                    }
-                }
-            }
-            Category::Read => {
-                // Documents as stored: the first batch of a find without a projection
-                // (a getMore cannot tell a find's cursor from an aggregation's).
-                let whole = cmd.name == "find" && element::find(cmd.body, "projection").is_none();
-                if let (true, Some(batch)) = (whole, v.batch) {
-                    if let Some(c) = self.collection(ns) {
-                        for d in element::elements(batch).filter_map(|d| d.as_document()) {
-                            c.offer(d);
+                        if c.offering(1) {
+                            c.offer(value);
                         }
                     }
                 }
             }
-            Category::Command => {}
+            // Documents as stored: the first batch of a find without a projection
+            // (a getMore cannot tell a find's cursor from an aggregation's).
+            Category::Read if cmd.name == "find" && v.op.docs_returned > 0 => {
+                let Some(c) = self.collection(ns) else { return };
+                if !c.offering(v.op.docs_returned) || element::find(cmd.body, "projection").is_some() {
+                    return;
+                }
+                for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
+                    c.offer(d);
+                }
+            }
+            Category::Read | Category::Command => {}
         }
     }
 }
@@ -306,6 +347,7 @@ mod tests {
     #[test]
     fn fields_types_presence_and_array_lengths() {
         let mut c = Collection::default();
+        assert!(c.offering(2));
         c.offer(&raw(doc! {"_id": 1, "total": 5, "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}], "customer": {"name": "x"}}));
         c.offer(&raw(doc! {"_id": 2, "total": "5", "lines": []}));
         assert_eq!(c.documents, 2);
@@ -334,12 +376,15 @@ mod tests {
         for i in 0..(MAX_PATHS + 10) {
             d.insert(format!("f{i}"), 1);
         }
+        c.offering(1);
         c.offer(&raw(d));
         assert_eq!((c.fields.len(), c.refused_paths), (MAX_PATHS, 10));
         let mut c = Collection::default();
         for i in 0..(WALK_ALL_FIRST + 10 * WALK_EVERY) {
-            c.offer(&raw(doc! {"_id": i as i64}));
+            if c.offering(1) {
+                c.offer(&raw(doc! {"_id": i as i64}));
+            }
         }
-        assert_eq!(c.documents, WALK_ALL_FIRST + 10);
+        assert_eq!((c.documents, c.offered), (WALK_ALL_FIRST + 10, WALK_ALL_FIRST + 10 * WALK_EVERY));
     }
 }

@@ -94,6 +94,8 @@ pub struct RedundantQuery {
     windows: FxHashMap<(u64, ShapeId), Window>,
     /// Last write per namespace (hashed), by any client: the answer may have changed.
     writes: FxHashMap<u64, Micros>,
+    /// Databases dropped (hashed), and when: every answer of theirs changed.
+    dropped_databases: FxHashMap<u64, Micros>,
     stats: FxHashMap<ShapeId, Stat>,
     evicted: Evicted,
 }
@@ -106,6 +108,7 @@ impl RedundantQuery {
             keyed: Keyed::default(),
             windows: FxHashMap::default(),
             writes: FxHashMap::default(),
+            dropped_databases: FxHashMap::default(),
             stats: FxHashMap::default(),
             evicted: Evicted::default(),
         }
@@ -124,7 +127,7 @@ impl RedundantQuery {
         self.gap_us().saturating_mul(self.t.redundant_window)
     }
 
-    /// A write to `ns`, a `db.collection` (or, for a dropped database, the database).
+    /// A write to `ns`.
     fn note_write(&mut self, ns: &str, at: Micros) {
         let key = namespace_hash(ns);
         if !self.writes.contains_key(&key) && self.writes.len() >= self.max_windows() {
@@ -199,7 +202,15 @@ impl Detector for RedundantQuery {
                 self.note_write(from, op.started_at);
                 self.note_write(to, op.started_at);
             }
-            Some(Change::DatabaseDropped(db)) => self.note_write(db, op.started_at),
+            Some(Change::DatabaseDropped(db)) => {
+                if self.dropped_databases.len() >= self.max_windows() {
+                    // As for the write log: forgetting a drop could join reads across it.
+                    self.dropped_databases.clear();
+                    self.windows.clear();
+                    self.evicted.write_log += 1;
+                }
+                self.dropped_databases.insert(namespace_hash(db), op.started_at);
+            }
             Some(Change::Created(_)) | None => {}
         }
         match v.category {
@@ -231,9 +242,11 @@ impl Detector for RedundantQuery {
                 return;
             }
         }
-        let db = op.namespace.split_once('.').map_or(op.namespace.as_str(), |(d, _)| d);
-        let written_at =
-            [&op.namespace[..], db].iter().filter_map(|n| self.writes.get(&namespace_hash(n)).copied()).max();
+        let mut written_at = self.writes.get(&namespace_hash(&op.namespace)).copied();
+        if !self.dropped_databases.is_empty() {
+            let db = op.namespace.split_once('.').map_or(op.namespace.as_str(), |(d, _)| d);
+            written_at = written_at.max(self.dropped_databases.get(&namespace_hash(db)).copied());
+        }
         let k = self.t.redundant_window.max(2) as usize;
         let latency = op.latency_us.unwrap_or(0);
         let w = self.windows.entry(key).or_default();

@@ -259,7 +259,7 @@ impl Detector for ArrayGrowth {
         }
         let shape = v.shape_ids.first().copied().flatten();
         let outcome = v.outcome.clone().unwrap_or_default();
-        for (i, u) in statements::updates(cmd).into_iter().enumerate() {
+        for (i, u) in v.updates().iter().copied().enumerate() {
             let Change::Operators(ops) = u.change else { continue };
             // A push into a document that was not there grew nothing (unless its upsert made it).
             if !outcome.changed_existing(i) && !outcome.upserted.contains(&(i as u64)) {

@@ -23,7 +23,6 @@ use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
-use crate::statements;
 use crate::view::{OpView, ShapeId};
 
 /// A reading has at most this many fields.
@@ -98,7 +97,7 @@ impl Detector for Bucket {
         if cmd.name != "insert" || op.failed() {
             return;
         }
-        let docs = statements::inserts(cmd);
+        let docs = v.inserts();
         if docs.is_empty() || docs.len() as u64 > self.max_per_insert {
             return;
         }

@@ -188,12 +188,12 @@ impl Detector for DocumentSize {
         if v.category != Category::Write {
             return;
         }
-        for (ns, d) in statements::inserts(cmd) {
+        for (ns, d) in v.inserts().iter().copied() {
             if let Some(s) = self.sizes(ns.unwrap_or(&op.namespace), at) {
                 s.note(d, false, threshold, app, at);
             }
         }
-        for u in statements::updates(cmd) {
+        for u in v.updates().iter().copied() {
             if let Change::Replacement(d) = u.change {
                 if let Some(s) = self.sizes(u.namespace.unwrap_or(&op.namespace), at) {
                     s.note(d, false, threshold, app, at);

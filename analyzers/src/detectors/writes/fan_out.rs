@@ -22,7 +22,7 @@ use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
-use crate::statements::{self, Change};
+use crate::statements::Change;
 use crate::view::{OpView, ShapeId};
 
 /// `$set` fields of a fan-out, at most.
@@ -69,10 +69,10 @@ impl Detector for FanOut {
         if v.category != Category::Write || op.failed() {
             return;
         }
-        let (Some(cmd), Some(outcome)) = (&v.command, &v.outcome) else { return };
-        let updates = statements::updates(cmd);
+        let Some(outcome) = &v.outcome else { return };
+        let updates = v.updates();
         // Only a single-statement update says how many documents that statement changed.
-        let [u] = updates.as_slice() else { return };
+        let [u] = updates else { return };
         let (Change::Operators(ops), true) = (u.change, u.multi) else { return };
         let mut fields = Vec::new();
         for e in element::elements(ops) {

@@ -336,7 +336,7 @@ impl Detector for Rewrite {
             // An insert makes a new document (a test case re-using an `_id` made in an
             // earlier one starts afresh); a delete by `_id` ends one.
             if !op.failed() {
-                for (_, d) in statements::inserts(cmd) {
+                for (_, d) in v.inserts().iter().copied() {
                     self.learn(ns, d, now);
                 }
                 for d in cmd.documents("deletes") {
@@ -350,7 +350,7 @@ impl Detector for Rewrite {
         if op.failed() || v.category != crate::shape::command::Category::Write {
             return;
         }
-        let updates = statements::updates(cmd);
+        let updates = v.updates();
         let outcome = v.outcome.clone().unwrap_or_default();
         let unchanged = updates.len() == 1 && outcome.unchanged() && !updates[0].upsert;
         let shape = v.shape_ids.first().copied().flatten().unwrap_or(0);

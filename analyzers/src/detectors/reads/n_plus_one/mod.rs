@@ -92,6 +92,8 @@ struct ParentShape {
     showed: u64,
     /// The paths of this shape that linked in an N+1.
     linked: Vec<u32>,
+    /// Its collection, in the names table (learnt once).
+    collection: Option<Option<u32>>,
 }
 
 /// One client: its open parents, newest last.
@@ -285,12 +287,13 @@ impl NPlusOne {
         let occ = &mut client.open[index];
         // The same loop run again after other work (the first value asked again) is a
         // second burst over the same parent: two occurrences, not one of twice the size.
-        let again = occ.other > 0
-            && equalities
-                .iter()
-                .any(|(_, h)| occ.links.values().any(|l| l.child_of(child) && l.first == Some(*h)));
+        let first = occ.firsts.iter().find(|(c, _)| *c == child).map(|(_, h)| *h);
+        let again = occ.other > 0 && first.is_some_and(|f| equalities.iter().any(|(_, h)| *h == f));
         if again {
             split.push(occ.split(&client.unexplained));
+        }
+        if occ.firsts.iter().all(|(c, _)| *c != child) && occ.firsts.len() < MAX_NAMES {
+            occ.firsts.push((child, equalities[0].1));
         }
         occ.other = 0;
         // Operations complete out of order: a slow child must not move time back.
@@ -298,9 +301,12 @@ impl NPlusOne {
         for (field_name, h) in equalities {
             let Some(at) = occ.values.get(&h).copied() else { continue };
             let Some(field) = names.id(At { path: field_name, array: None }) else { continue };
-            let slots: Vec<u16> = at.iter().copied().filter(|s| reference(occ, *s, field_name)).collect();
-            for slot in slots {
-                let path = occ.paths[usize::from(slot)].path;
+            // The paths the value was a reference at (copied out: the links change below).
+            let mut paths_at = [None; PATHS_PER_VALUE];
+            for (out, slot) in paths_at.iter_mut().zip(at) {
+                *out = reference(occ, slot, field_name).then(|| occ.paths[usize::from(slot)].path);
+            }
+            for path in paths_at.into_iter().flatten() {
                 let key = LinkKey { child, path, field };
                 if !occ.links.contains_key(&key) && occ.links.len() >= MAX_LINKS {
                     evicted.links += 1;
@@ -308,10 +314,8 @@ impl NPlusOne {
                 }
                 let link = occ.links.entry(key).or_default();
                 link.collection = collection;
-                link.child = child;
                 link.children += 1;
                 link.latency_us += latency_us;
-                link.first.get_or_insert(h);
                 if link.distinct.len() < MAX_DISTINCT {
                     link.distinct.insert(h);
                 } else if !link.distinct.contains(&h) {
@@ -346,15 +350,13 @@ impl NPlusOne {
         is_child: bool,
     ) {
         let (parent, namespace) = parent;
-        let coll = namespace.split_once('.').map_or(namespace, |(_, c)| c).as_bytes();
-        let collection = self.names.id(At { path: coll, array: None });
         if !is_child {
             let (done, conn) = self.take(key, |o| o.parent == parent && !o.links.is_empty());
             for old in &done {
                 self.close(old, &conn);
             }
         }
-        let Self { keyed, paths, scratch, t, parents, evicted, .. } = self;
+        let Self { keyed, paths, names, scratch, t, parents, evicted, .. } = self;
         let full = parents.len() as u64 >= t.max_patterns.saturating_mul(4);
         let mut untracked = ParentShape::default();
         let shape = match parents.get_mut(&parent) {
@@ -376,6 +378,12 @@ impl NPlusOne {
             return;
         }
         shape.indexed += 1;
+        let collection = *shape.collection.get_or_insert_with(|| {
+            names.id(At {
+                path: namespace.split_once('.').map_or(namespace, |(_, c)| c).as_bytes(),
+                array: None,
+            })
+        });
         let only: Option<Vec<Vec<u8>>> =
             (!everything).then(|| shape.linked.iter().map(|p| paths.name(*p).as_bytes().to_vec()).collect());
         let only: Option<Vec<&[u8]>> = only.as_ref().map(|o| o.iter().map(Vec::as_slice).collect());
@@ -383,6 +391,7 @@ impl NPlusOne {
             parent,
             collection,
             other: 0,
+            firsts: Vec::new(),
             last_at: at,
             values: FxHashMap::default(),
             paths: Vec::new(),

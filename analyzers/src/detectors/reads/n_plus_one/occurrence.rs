@@ -13,8 +13,6 @@ pub(super) struct LinkKey {
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct Link {
-    /// The child shape (also in its key): to find a loop's links without the key.
-    pub(super) child: ShapeId,
     /// The child's collection, in the names table.
     pub(super) collection: Option<u32>,
     /// Child queries (round trips).
@@ -23,8 +21,6 @@ pub(super) struct Link {
     pub(super) distinct: FxHashSet<u64>,
     /// Their latency, as seen here.
     pub(super) latency_us: u64,
-    /// The first value asked: a loop that asks it again after other work is a new burst.
-    pub(super) first: Option<u64>,
 }
 
 /// One multi-document read, open for children.
@@ -35,6 +31,9 @@ pub(super) struct Occurrence {
     pub(super) collection: Option<u32>,
     /// The client's operations since the last child that were not children of it.
     pub(super) other: u32,
+    /// Each child shape's first value asked: a loop that asks it again after other
+    /// work is a new burst.
+    pub(super) firsts: Vec<(ShapeId, u64)>,
     /// When its reply came, or its last child.
     pub(super) last_at: Micros,
     /// Keyed value -> where it was seen (indices into `paths`).
@@ -50,13 +49,6 @@ pub(super) struct Occurrence {
     pub(super) unexplained: FxHashMap<ShapeId, u64>,
 }
 
-impl Link {
-    /// Whether this link is of `child`'s reads.
-    pub(super) fn child_of(&self, child: ShapeId) -> bool {
-        self.child == child
-    }
-}
-
 impl Occurrence {
     /// Ends the burst so far as an occurrence of its own (returned, settled) and
     /// keeps the parent's values open for the next burst.
@@ -65,6 +57,7 @@ impl Occurrence {
             parent: self.parent,
             collection: self.collection,
             other: 0,
+            firsts: Vec::new(),
             last_at: self.last_at,
             values: FxHashMap::default(),
             paths: self.paths.clone(),
@@ -75,6 +68,7 @@ impl Occurrence {
         };
         done.settle(counts);
         self.other = 0;
+        self.firsts.clear();
         done
     }
 
