@@ -354,7 +354,7 @@ impl Detector for Rewrite {
         let outcome = v.outcome.clone().unwrap_or_default();
         let unchanged = updates.len() == 1 && outcome.unchanged() && !updates[0].upsert;
         let shape = v.shape_ids.first().copied().flatten().unwrap_or(0);
-        for (i, u) in updates.into_iter().enumerate() {
+        for (i, u) in updates.iter().copied().enumerate() {
             let ns = u.namespace.unwrap_or(&op.namespace).to_owned();
             let Some(id) = u.filter.and_then(statements::id_of) else { continue };
             let key = (ns_hash(&self.keyed, &ns, v.epoch), hash_value(&self.keyed, &id));
