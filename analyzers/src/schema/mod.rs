@@ -271,7 +271,7 @@ impl Schemas {
                 if !inserts.is_empty() {
                     // bulkWrite names a namespace per statement; others use the command's.
                     let walk = self.collection(ns).is_some_and(|c| c.offering(inserts.len() as u64));
-                    for (other, d) in inserts.into_iter().filter(|_| walk) {
+                    for (other, d) in inserts.iter().copied().filter(|_| walk) {
                         if let Some(c) = self.collection(other.unwrap_or(ns)) {
                             c.offer(d);
                         }
