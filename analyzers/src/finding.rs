@@ -58,6 +58,30 @@ impl Finding {
                     .collect();
                 Some(format!("{} needs {{{}}}", self.namespace, key.join(", ")))
             }
+            "embed_candidate" | "extended_reference_candidate" => {
+                let child = self.extra.get("child_namespace").and_then(text)?;
+                let link = self.extra.get("link")?;
+                let fields: Vec<String> = self
+                    .extra
+                    .get("fields")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(text)
+                    .collect();
+                Some(format!(
+                    "{}.{} -> {}.{}: {}",
+                    self.namespace,
+                    link.get("parent_field").and_then(text)?,
+                    child,
+                    link.get("child_field").and_then(text)?,
+                    if fields.is_empty() {
+                        "embed".to_owned()
+                    } else {
+                        format!("copy {}", fields.join(", "))
+                    }
+                ))
+            }
             "redundant_index" | "unused_index" => {
                 self.extra.get("index_name").and_then(text).map(|n| format!("{} index {n}", self.namespace))
             }

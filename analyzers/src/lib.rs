@@ -9,6 +9,8 @@
 //! - [`exchange`]: pairing requests with replies ([`exchange::Correlator`]).
 //! - [`operation`]: the operation event every analyzer consumes.
 //! - [`namespace`]: system namespaces, and the epochs drops and renames start.
+//! - [`values`]: values as analyzers may keep them (keyed hashes), and where they sit;
+//!   `names`: field paths interned.
 //! - [`view`]: an operation decoded once ([`view::OpView`]), for the table and every detector.
 //! - [`shape`]: query shapes in `$queryStats`' placeholder language (the writer, the
 //!   operators, each command's parts).
@@ -17,7 +19,9 @@
 //! - [`schema`]: what each collection's documents look like: fields, types, arrays.
 //! - [`finding`]: a finding, as detectors make it and reports render it.
 //! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
-//! - [`pipeline`]: events in, operations out to the table and the detectors.
+//! - [`workload`]: the application's operations and the relationships between its
+//!   collections, in the seeds' own terms.
+//! - [`pipeline`]: events in, operations out to the table, the detectors and the workload.
 //! - [`report`]: the report (JSON contract, Markdown, HTML) and the CI gate.
 //! - [`script`]: scripted conversations for tests and benchmarks.
 
@@ -25,6 +29,7 @@ pub mod detectors;
 pub use mongotap_events as event;
 pub mod exchange;
 pub mod finding;
+pub(crate) mod names;
 pub mod namespace;
 pub mod operation;
 pub mod pipeline;
@@ -34,4 +39,6 @@ pub mod script;
 pub mod shape;
 pub mod statements;
 pub mod table;
+pub mod values;
 pub mod view;
+pub mod workload;

@@ -11,6 +11,7 @@ use crate::operation::Operation;
 use crate::schema::Schemas;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
+use crate::workload::Workload;
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
@@ -27,6 +28,8 @@ pub struct Pipeline {
     epochs: Epochs,
     /// What each collection's documents look like.
     schemas: Schemas,
+    /// The application's operations and relationships.
+    workload: Workload,
 }
 
 impl Pipeline {
@@ -40,7 +43,6 @@ impl Pipeline {
         Pipeline {
             correlator: Correlator::new(limits),
             table: AccessTable::new(table),
-            detectors,
             events: 0,
             operations: 0,
             first_at: None,
@@ -48,6 +50,8 @@ impl Pipeline {
             last_shape: None,
             epochs: Epochs::default(),
             schemas: Schemas::default(),
+            workload: Workload::new(detectors.thresholds()),
+            detectors,
         }
     }
 
@@ -62,10 +66,12 @@ impl Pipeline {
             // (a parent and its children, a run of reads) may have a hole, and the
             // rows seen since the last gap are likely short of some operations.
             self.detectors.on_gap(at);
+            self.workload.on_gap();
             self.table.charge_loss(dropped);
         }
         let (ops, last_shape, epochs) = (&mut self.operations, &mut self.last_shape, &mut self.epochs);
-        let (table, detectors, schemas) = (&mut self.table, &mut self.detectors, &mut self.schemas);
+        let (table, detectors, schemas, workload) =
+            (&mut self.table, &mut self.detectors, &mut self.schemas, &mut self.workload);
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
             // Decoded once; the table fills in the shape ids the detectors read.
@@ -74,6 +80,7 @@ impl Pipeline {
             table.record(&mut view);
             schemas.observe(&view);
             detectors.on_operation(&view);
+            workload.observe(&view);
             if let Some(change) = &view.change {
                 epochs.apply(change);
             }
@@ -88,6 +95,7 @@ impl Pipeline {
         self.correlator.expire(now);
         self.table.expire(self.last_at);
         self.detectors.expire(self.last_at);
+        self.workload.expire(self.last_at);
     }
 
     /// The table's shape of the last operation completed (for a getMore, its
@@ -102,9 +110,17 @@ impl Pipeline {
         &self.detectors
     }
 
-    /// What the detectors found so far.
+    /// What the detectors found so far, with the relationships' findings and the
+    /// relationship verdicts named in the N+1 and `$lookup` findings on their links.
     pub fn findings(&self) -> Vec<Finding> {
-        self.detectors.findings(&self.table, &self.schemas)
+        let mut findings = self.detectors.findings(&self.table, &self.schemas);
+        self.workload.reconcile(&self.table, &mut findings);
+        findings
+    }
+
+    /// The application's operations and relationships.
+    pub fn workload(&self) -> &Workload {
+        &self.workload
     }
 
     /// What each collection's documents look like.

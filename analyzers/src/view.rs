@@ -3,7 +3,10 @@
 //! first and fills in the shape ids of its rows; the detectors then read the same
 //! view. Nobody re-decodes the messages or re-computes a shape.
 
+use std::cell::OnceCell;
+
 use bson::RawDocument;
+use mongotap_wire::element::{self, Element};
 use mongotap_wire::{Command, CommandReply};
 
 use crate::namespace::Change;
@@ -46,8 +49,11 @@ pub struct OpView<'o> {
     /// For a write: what its reply says it did (matched, changed, upserted).
     pub outcome: Option<Outcome>,
     /// The update statements and inserted documents, decoded on first use.
-    updates: std::cell::OnceCell<Vec<Update<'o>>>,
-    inserts: std::cell::OnceCell<Vec<(Option<&'o str>, &'o RawDocument)>>,
+    updates: OnceCell<Vec<Update<'o>>>,
+    inserts: OnceCell<Vec<(Option<&'o str>, &'o RawDocument)>>,
+    /// The first statement's filter and its equalities, found on first use.
+    filter: OnceCell<Option<&'o RawDocument>>,
+    equalities: OnceCell<Vec<(&'o [u8], Element<'o>)>>,
 }
 
 impl<'o> OpView<'o> {
@@ -79,8 +85,10 @@ impl<'o> OpView<'o> {
             epoch: 0,
             change,
             outcome,
-            updates: std::cell::OnceCell::new(),
-            inserts: std::cell::OnceCell::new(),
+            updates: OnceCell::new(),
+            inserts: OnceCell::new(),
+            filter: OnceCell::new(),
+            equalities: OnceCell::new(),
         }
     }
 
@@ -99,6 +107,42 @@ impl<'o> OpView<'o> {
         self.inserts.get_or_init(|| match (&self.command, self.category) {
             (Some(c), Category::Write) => statements::inserts(c),
             _ => Vec::new(),
+        })
+    }
+
+    /// The filter the first statement asks with: find's `filter`, count's and
+    /// distinct's `query`, findAndModify's `query`, an aggregation's leading
+    /// `$match`, the first update's or delete's `q`.
+    pub fn filter(&self) -> Option<&'o RawDocument> {
+        *self.filter.get_or_init(|| {
+            let cmd = self.command.as_ref()?;
+            let body = cmd.body;
+            let field = |k: &str| element::find(body, k).and_then(|e| e.as_document());
+            match cmd.name {
+                "find" => field("filter"),
+                "count" | "distinct" | "findAndModify" | "findandmodify" => field("query"),
+                "aggregate" => {
+                    let first = element::elements(element::find(body, "pipeline")?.as_array()?).next()?;
+                    element::find(first.as_document()?, "$match")?.as_document()
+                }
+                "update" => self.updates().first().and_then(|u| u.filter),
+                "delete" => {
+                    cmd.documents("deletes").first().and_then(|d| element::find(d, "q")?.as_document())
+                }
+                _ => None,
+            }
+        })
+    }
+
+    /// The equalities of [`Self::filter`] (see [`crate::values::equalities`]), as
+    /// (field, value), found once for every analyzer that follows values.
+    pub fn equalities(&self) -> &[(&'o [u8], Element<'o>)] {
+        self.equalities.get_or_init(|| {
+            let mut out = Vec::new();
+            if let Some(filter) = self.filter() {
+                crate::values::equalities(filter, &mut |field, e| out.push((field, *e)));
+            }
+            out
         })
     }
 

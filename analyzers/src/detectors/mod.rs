@@ -6,7 +6,7 @@
 //! operation's [`OpView`] (decoded once, with the table's shape ids), told about
 //! holes in the events (the tap dropped some), and asked for its findings whenever
 //! a report is built. What a detector keeps is bounded and holds
-//! no value: keyed hashes ([`values::Keyed`]), counts, shape ids and field names.
+//! no value: keyed hashes ([`crate::values::Keyed`]), counts, shape ids and field names.
 //!
 //! # Layout
 //! The folders follow the chapters of the schema-design guides:
@@ -18,18 +18,15 @@
 //!
 //! Shared by all of them:
 //! - [`thresholds`]: every threshold and bound, with its source.
-//! - [`values`]: keyed hashes of values, link values in replies, equalities in filters.
 //! - [`driver`]: the client's language and ODM, from its handshake, for fixes.
 //! - [`snippets`]: fixes written in that language.
 
 pub mod driver;
 pub mod indexes;
-mod names;
 pub mod reads;
 pub mod schema;
 pub mod snippets;
 pub mod thresholds;
-pub mod values;
 pub mod writes;
 
 use std::collections::BTreeMap;

@@ -104,6 +104,27 @@ pub struct Thresholds {
     /// Unknown field: documents of a collection seen whole before a field none of them carries is unknown.
     pub unknown_field_min_documents: u64,
 
+    /// Operations: a unit of work's requests come at most this far after its last reply, in ms.
+    pub operation_gap_ms: u64,
+    /// Operations: this share of all operations is "very high" frequency.
+    pub operation_very_high_share: f64,
+    /// Operations: this share is "high".
+    pub operation_high_share: f64,
+    /// Operations: this share is "medium" (below: "low").
+    pub operation_medium_share: f64,
+    /// Relationships: operations that followed a link before it gets a verdict.
+    pub relationship_min_operations: u64,
+    /// Relationships: read together in this share of the parent's reads or more.
+    pub relationship_read_together: f64,
+    /// Relationships: at most this many children per parent can be embedded.
+    pub relationship_max_embedded: u64,
+    /// Relationships: this many children per parent is one-to-squillions.
+    pub relationship_squillions: u64,
+    /// Relationships: at most this many writes to the child per read makes copying its fields cheap.
+    pub relationship_rare_writes: f64,
+    /// Relationships: at most this many fields are copied in an extended reference.
+    pub relationship_copy_fields: u64,
+
     /// Bound: clients followed at once (least recently active evicted, counted).
     pub max_clients: u64,
     /// Bound: open parent reads per client.
@@ -164,6 +185,16 @@ impl Default for Thresholds {
             index_high_examined: 500,
             unused_index_min_operations: 100,
             unknown_field_min_documents: 20,
+            operation_gap_ms: 50,
+            operation_very_high_share: 0.25,
+            operation_high_share: 0.10,
+            operation_medium_share: 0.02,
+            relationship_min_operations: 10,
+            relationship_read_together: 0.8,
+            relationship_max_embedded: 50,
+            relationship_squillions: 1_000,
+            relationship_rare_writes: 0.05,
+            relationship_copy_fields: 5,
             max_clients: 10_000,
             max_open_parents: 8,
             max_values_per_parent: 20_000,
@@ -403,6 +434,56 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: twenty documents, none with the field, and no query on it that returned a document (Compass samples 1,000 documents for its schema view; mongotap walks every document it sees until 256, then one in 16)",
     },
     ThresholdDoc {
+        key: "operation_gap_ms",
+        meaning: "a unit of work's next request comes at most this long after its last reply; longer, and it is another operation (values linking the steps and transactions win over it)",
+        source: "ours: a request handler sends its queries back to back (a local server answers in well under a millisecond); a user's next request comes after more",
+    },
+    ThresholdDoc {
+        key: "operation_very_high_share",
+        meaning: "an operation that is this share of all operations has frequency \"very high\"",
+        source: "ours: the seed's table rates its top operation very high; a quarter of the traffic is that",
+    },
+    ThresholdDoc {
+        key: "operation_high_share",
+        meaning: "this share is \"high\"",
+        source: "ours: one operation in ten",
+    },
+    ThresholdDoc {
+        key: "operation_medium_share",
+        meaning: "this share is \"medium\" (below it: \"low\")",
+        source: "ours: the index advisor's page among the top ~50 operations",
+    },
+    ThresholdDoc {
+        key: "relationship_min_operations",
+        meaning: "operations (or $lookup runs) that followed a link before the relationship gets a verdict",
+        source: "ours: as lookup_min_count, a link followed a few times is not a pattern",
+    },
+    ThresholdDoc {
+        key: "relationship_read_together",
+        meaning: "read together in at least this share of the operations that read the parent",
+        source: "the seeds: embed when the parent is 'read together, almost every time' with the child",
+    },
+    ThresholdDoc {
+        key: "relationship_max_embedded",
+        meaning: "at most this many children per parent (largest seen) can be embedded",
+        source: "the seeds' one-to-few ('a handful, or a known small ceiling'); Compass's unbounded-array insight is at 250, a fifth of it leaves room to grow",
+    },
+    ThresholdDoc {
+        key: "relationship_squillions",
+        meaning: "this many children per parent is one-to-squillions: the child keeps the parent's id, the parent nothing",
+        source: "the seeds: 'a sensor and millions of readings'; four times Compass's 250 elements",
+    },
+    ThresholdDoc {
+        key: "relationship_rare_writes",
+        meaning: "at most this many writes to the child per read of it through the link makes copying its fields cheap (an extended reference)",
+        source: "the seeds: copy 'a few rarely changing fields'; one write in twenty reads",
+    },
+    ThresholdDoc {
+        key: "relationship_copy_fields",
+        meaning: "at most this many of the child's fields are copied in an extended reference (more, and the reference stays)",
+        source: "the seeds: 'embed only the small, genuinely-needed subset of fields the read path actually displays'",
+    },
+    ThresholdDoc {
         key: "max_clients",
         meaning: "clients followed at once; the least recently active is evicted and counted",
         source: "bound on memory",
@@ -454,6 +535,10 @@ impl Thresholds {
         share("rewrite_whole_set_share", self.rewrite_whole_set_share)?;
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
         share("index_high_share", self.index_high_share)?;
+        share("operation_very_high_share", self.operation_very_high_share)?;
+        share("operation_high_share", self.operation_high_share)?;
+        share("operation_medium_share", self.operation_medium_share)?;
+        share("relationship_read_together", self.relationship_read_together)?;
         let positive = |k: &str, v: f64| {
             if v > 0.0 && v.is_finite() {
                 Ok(())
@@ -465,6 +550,7 @@ impl Thresholds {
         positive("n_plus_one_max_per_reference", self.n_plus_one_max_per_reference)?;
         positive("n_plus_one_high_cost_ms", self.n_plus_one_high_cost_ms)?;
         positive("array_high_days_to_limit", self.array_high_days_to_limit)?;
+        positive("relationship_rare_writes", self.relationship_rare_writes)?;
         let counts = [
             ("n_plus_one_min_parent_docs", self.n_plus_one_min_parent_docs, 1_000_000),
             ("n_plus_one_min_children", self.n_plus_one_min_children, 1_000_000),
@@ -500,6 +586,11 @@ impl Thresholds {
             ("index_high_examined", self.index_high_examined, u64::MAX),
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
             ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
+            ("operation_gap_ms", self.operation_gap_ms, 3_600_000),
+            ("relationship_min_operations", self.relationship_min_operations, u64::MAX),
+            ("relationship_max_embedded", self.relationship_max_embedded, u64::MAX),
+            ("relationship_squillions", self.relationship_squillions, u64::MAX),
+            ("relationship_copy_fields", self.relationship_copy_fields, 64),
         ];
         for (k, v, most) in counts {
             if v == 0 || v > most {

@@ -161,6 +161,8 @@ mod tests {
             apps: vec![],
             timeline: vec![],
             traffic: Default::default(),
+            operations: vec![],
+            relationships: vec![],
         }
     }
 

@@ -116,7 +116,72 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
         apps,
         timeline: timeline.into_iter().collect(),
         traffic: merge_traffic(reports),
+        operations: merge_operations(reports, seconds),
+        relationships: merge_relationships(reports),
     })
+}
+
+/// Operations by id: counts, round trips and documents summed, latency taken as
+/// the count-weighted median and the largest p99 (the reports keep no histogram of
+/// them), shares and bands worked out again.
+fn merge_operations(reports: &[Report], seconds: f64) -> Vec<crate::workload::operations::Operation> {
+    let mut by_id: BTreeMap<String, crate::workload::operations::Operation> = BTreeMap::new();
+    for o in reports.iter().flat_map(|r| &r.operations) {
+        match by_id.get_mut(&o.id) {
+            None => {
+                by_id.insert(o.id.clone(), o.clone());
+            }
+            Some(m) => {
+                let n = (m.count + o.count).max(1) as f64;
+                let w = |a: f64, b: f64| (a * m.count as f64 + b * o.count as f64) / n;
+                m.round_trips.mean = round(w(m.round_trips.mean, o.round_trips.mean), 2);
+                m.round_trips.max = m.round_trips.max.max(o.round_trips.max);
+                m.documents.mean = round(w(m.documents.mean, o.documents.mean), 2);
+                m.latency_ms = match (&m.latency_ms, &o.latency_ms) {
+                    (Some(a), Some(b)) => Some(crate::workload::operations::Span {
+                        p50: round(w(a.p50, b.p50), 3),
+                        p99: a.p99.max(b.p99),
+                    }),
+                    (a, b) => a.clone().or_else(|| b.clone()),
+                };
+                m.apps = union(&m.apps, &o.apps);
+                m.count += o.count;
+                m.count_lower_bound |= o.count_lower_bound;
+            }
+        }
+    }
+    let total: u64 = by_id.values().map(|o| o.count).sum();
+    let mut out: Vec<_> = by_id.into_values().collect();
+    let t = crate::detectors::Thresholds::default();
+    for o in &mut out {
+        let share = o.count as f64 / total.max(1) as f64;
+        o.share = round(share, 4);
+        o.rate_per_s = round(o.count as f64 / seconds.max(1.0), 3);
+        o.frequency = crate::workload::operations::band(share, &t).to_owned();
+    }
+    out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Relationships by link: the one the most operations followed (their figures
+/// are not recomputed: the reports keep no sketches of values).
+fn merge_relationships(reports: &[Report]) -> Vec<crate::workload::relationships::Relationship> {
+    let following = |r: &crate::workload::relationships::Relationship| {
+        r.evidence.get("operations_following_it").and_then(serde_json::Value::as_u64).unwrap_or(0)
+    };
+    let mut by_key: BTreeMap<(String, String, String, String), crate::workload::relationships::Relationship> =
+        BTreeMap::new();
+    for r in reports.iter().flat_map(|r| &r.relationships) {
+        let key =
+            (r.parent.clone(), r.link.parent_field.clone(), r.child.clone(), r.link.child_field.clone());
+        match by_key.get(&key) {
+            Some(m) if following(m) >= following(r) => {}
+            _ => {
+                by_key.insert(key, r.clone());
+            }
+        }
+    }
+    by_key.into_values().collect()
 }
 
 /// One row being summed.

@@ -19,6 +19,8 @@ use crate::shape::command::Category;
 
 pub use crate::event::rfc3339;
 pub use crate::finding::Finding;
+pub use crate::workload::operations::Operation;
+pub use crate::workload::relationships::Relationship;
 
 /// The contract's schema version.
 pub const SCHEMA: u32 = 1;
@@ -44,6 +46,13 @@ pub struct Report {
     /// What the codec and the correlator counted besides operations.
     #[serde(default)]
     pub traffic: Traffic,
+    /// The application's operations (units of work), busiest first: the seeds'
+    /// "Operation | Frequency | Data needed".
+    #[serde(default)]
+    pub operations: Vec<Operation>,
+    /// The relationships between collections, each with its embed-or-reference verdict.
+    #[serde(default)]
+    pub relationships: Vec<Relationship>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -364,7 +373,11 @@ impl Report {
                 other_shapes: table.other_shapes(),
                 last_parse_error: stats.last_parse_error.clone(),
                 gaps: stats.gaps,
-                detector_evictions: p.detectors().evictions(),
+                detector_evictions: {
+                    let mut e = p.detectors().evictions();
+                    e.extend(p.workload().evictions());
+                    e
+                },
                 lossy_connections: stats.lossy_connections,
                 lossy: lossy(stats),
                 untracked_connections: stats.untracked_connections,
@@ -374,6 +387,8 @@ impl Report {
                     Cursors { open: c.open, untracked: c.untracked, expired: c.expired, killed: c.killed }
                 },
             },
+            operations: p.workload().operations(table, seconds),
+            relationships: p.workload().relationships(table),
         }
     }
 }

@@ -14,13 +14,13 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use crate::detectors::names::Paths;
-use crate::detectors::values::At;
 use crate::detectors::{collection, Context, Detector};
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::Paths;
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
+use crate::values::At;
 use crate::view::{OpView, ShapeId};
 
 /// Reads of a shape whose documents are looked at: the first ones, then one in this many.

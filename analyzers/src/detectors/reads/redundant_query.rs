@@ -18,7 +18,6 @@ use serde_json::json;
 use mongotap_wire::element;
 
 use crate::detectors::driver::{Language, Stack};
-use crate::detectors::values::Keyed;
 use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
 use crate::finding::Finding;
@@ -26,6 +25,7 @@ use crate::finding::{Draft, Severity};
 use crate::namespace::Change;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
+use crate::values::Keyed;
 use crate::view::{OpView, ShapeId};
 
 /// Whether a field of a read decides its answer; the envelope (session, cluster

@@ -20,14 +20,14 @@ use serde_json::json;
 use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::Stack;
-use crate::detectors::names::Paths;
-use crate::detectors::values::{At, Keyed};
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::Paths;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::statements::{self, Change};
+use crate::values::{At, Keyed};
 use crate::view::{OpView, ShapeId};
 
 /// 16 MiB: the document size limit.

@@ -16,13 +16,13 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
-use crate::detectors::names::{plausible, Paths};
-use crate::detectors::values::{At, Keyed};
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::{plausible, Paths};
 use crate::operation::NO_APP;
+use crate::values::{At, Keyed};
 use crate::view::{OpView, ShapeId};
 
 /// A reading has at most this many fields.

@@ -12,11 +12,11 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
-use crate::detectors::names::plausible;
 use crate::detectors::{Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::plausible;
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
 use crate::statements::{self, Change};

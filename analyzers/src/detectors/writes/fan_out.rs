@@ -86,7 +86,7 @@ impl Detector for FanOut {
         }
         if fields.is_empty()
             || fields.len() > MAX_FIELDS
-            || !fields.iter().all(|f| crate::detectors::names::plausible(f.as_bytes()))
+            || !fields.iter().all(|f| crate::names::plausible(f.as_bytes()))
         {
             return;
         }
@@ -99,11 +99,8 @@ impl Detector for FanOut {
         }
         let key = u.filter.and_then(|f| {
             let mut keys = Vec::new();
-            crate::detectors::values::equalities(f, &mut |k, _| {
-                keys.push(String::from_utf8_lossy(k).into_owned())
-            });
-            (keys.len() == 1 && crate::detectors::names::plausible(keys[0].as_bytes()))
-                .then(|| keys.remove(0))
+            crate::values::equalities(f, &mut |k, _| keys.push(String::from_utf8_lossy(k).into_owned()));
+            (keys.len() == 1 && crate::names::plausible(keys[0].as_bytes())).then(|| keys.remove(0))
         });
         let s = self.stats.entry(shape).or_insert_with(|| Stat {
             namespace: ns.to_owned(),

@@ -23,14 +23,14 @@ use serde_json::json;
 use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::{Language, Odm, Stack};
-use crate::detectors::names::Paths;
-use crate::detectors::values::{At, Keyed};
 use crate::detectors::{collection, median, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::Paths;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::statements::{self, Change};
+use crate::values::{At, Keyed};
 use crate::view::{OpView, ShapeId};
 
 /// No field: the whole document.

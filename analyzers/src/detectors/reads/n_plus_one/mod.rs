@@ -30,19 +30,18 @@ use bson::RawDocument;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
 
-use mongotap_wire::element;
-use mongotap_wire::Command;
+use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::Stack;
-use crate::detectors::names::Paths;
 use crate::detectors::snippets::{self, Batch};
-use crate::detectors::values::{self, At, Keyed};
 use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
+use crate::names::Paths;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
+use crate::values::{self, At, Keyed};
 use crate::view::{OpView, ShapeId};
 
 mod occurrence;
@@ -241,19 +240,15 @@ impl NPlusOne {
         &mut self,
         key: u64,
         child: (ShapeId, &str),
-        filter: &RawDocument,
+        asked: &[(&[u8], Element<'_>)],
         latency_us: u64,
         now: Micros,
     ) -> Option<usize> {
         let (child, namespace) = child;
         let Self { keyed, paths, names, clients, evicted, split, .. } = self;
         let client = clients.get_mut(&key)?;
-        let mut equalities: Vec<(&[u8], u64)> = Vec::new();
-        values::equalities(filter, &mut |field, e| {
-            if let Some(h) = keyed.link(e) {
-                equalities.push((field, h));
-            }
-        });
+        let equalities: Vec<(&[u8], u64)> =
+            asked.iter().filter_map(|(f, e)| Some((*f, keyed.link(e)?))).collect();
         if equalities.is_empty() {
             return None;
         }
@@ -505,21 +500,6 @@ impl NPlusOne {
     }
 }
 
-/// The filter a read asks with: find's `filter`, count's and distinct's `query`, an
-/// aggregation's leading `$match`.
-fn read_filter<'a>(cmd: &Command<'a>) -> Option<&'a RawDocument> {
-    let body = cmd.body;
-    match cmd.name {
-        "find" => element::find(body, "filter")?.as_document(),
-        "count" | "distinct" => element::find(body, "query")?.as_document(),
-        "aggregate" => {
-            let first = element::elements(element::find(body, "pipeline")?.as_array()?).next()?;
-            element::find(first.as_document()?, "$match")?.as_document()
-        }
-        _ => None,
-    }
-}
-
 impl Detector for NPlusOne {
     fn name(&self) -> &'static str {
         "n_plus_one"
@@ -551,10 +531,10 @@ impl Detector for NPlusOne {
         self.expire_client(key, now);
         let mut linked = None;
         if cmd.name != "getMore" {
-            if let (Some(Some(child)), Some(filter)) = (v.shape_ids.first(), read_filter(cmd)) {
+            if let Some(Some(child)) = v.shape_ids.first() {
                 if self.clients.get(&key).is_some_and(|c| !c.open.is_empty()) {
                     let latency = op.latency_us.unwrap_or(0);
-                    linked = self.link_child(key, (*child, &op.namespace), filter, latency, now);
+                    linked = self.link_child(key, (*child, &op.namespace), v.equalities(), latency, now);
                     self.close_split(key);
                 }
             }

@@ -157,30 +157,32 @@ pub struct At<'p> {
 /// [`Keyed::link`]), with where it sits. A DBRef's id is `author.$id`; other
 /// `$`-keys (`$ref`, `$db`) are not links. `path` is scratch space, left as given.
 pub fn walk_links(doc: &RawDocument, path: &mut Vec<u8>, f: &mut dyn FnMut(At<'_>, &Element<'_>)) {
-    Walk { only: None, f }.doc(doc, path, None, 0)
+    Walk::<&[u8]> { only: None, f }.doc(doc, path, None, 0)
 }
 
 /// [`walk_links`], but only for the values at the paths in `only`: the walk does not
 /// go into a sub-document or array that leads to none of them.
-pub fn walk_links_at(
+pub fn walk_links_at<P: AsRef<[u8]>>(
     doc: &RawDocument,
-    only: &[&[u8]],
+    only: &[P],
     path: &mut Vec<u8>,
     f: &mut dyn FnMut(At<'_>, &Element<'_>),
 ) {
     Walk { only: Some(only), f }.doc(doc, path, None, 0)
 }
 
-struct Walk<'w, 'f> {
-    only: Option<&'w [&'w [u8]]>,
+struct Walk<'w, 'f, P> {
+    only: Option<&'w [P]>,
     f: &'w mut (dyn FnMut(At<'_>, &Element<'_>) + 'f),
 }
 
-impl Walk<'_, '_> {
+impl<P: AsRef<[u8]>> Walk<'_, '_, P> {
     /// Whether `path` is one of the wanted paths or leads to one.
     fn wanted(&self, path: &[u8]) -> bool {
         self.only.is_none_or(|only| {
-            only.iter().any(|w| w.starts_with(path) && (w.len() == path.len() || w[path.len()] == b'.'))
+            only.iter()
+                .map(|w| w.as_ref())
+                .any(|w| w.starts_with(path) && (w.len() == path.len() || w[path.len()] == b'.'))
         })
     }
 
@@ -216,7 +218,7 @@ impl Walk<'_, '_> {
             }
             0x03 | 0x04 => {}
             _ => {
-                if self.only.is_none_or(|only| only.contains(&&path[..])) {
+                if self.only.is_none_or(|only| only.iter().any(|w| w.as_ref() == &path[..])) {
                     (self.f)(At { path, array }, &e)
                 }
             }
@@ -333,7 +335,7 @@ mod tests {
         assert_eq!(arrays, [None, Some(5), Some(1)]);
         let mut only = Vec::new();
         let d = raw(doc! {"a": 1, "items": [{"p": 1, "q": 2}], "item": 3, "m": {"x": {"p": 4}}});
-        walk_links_at(&d, &[b"items.p", b"m.x.p"], &mut Vec::new(), &mut |at, _| {
+        walk_links_at(&d, &[&b"items.p"[..], b"m.x.p"], &mut Vec::new(), &mut |at, _| {
             only.push(String::from_utf8_lossy(at.path).into_owned())
         });
         assert_eq!(only, ["items.p", "m.x.p"]);

@@ -6,7 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
-use super::values::At;
+use crate::values::At;
 
 /// Distinct paths remembered across the run, per table.
 const MAX_PATHS: usize = 65_536;

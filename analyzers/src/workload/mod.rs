@@ -1,0 +1,132 @@
+//! The workload in the seeds' own terms: the application's operations (units of
+//! work, not queries) with their frequency and the data each needs, and the
+//! relationships between collections with the embed-or-reference verdict the guides
+//! decide once per relationship. Fed by the pipeline with every operation, after
+//! the table (which gives the shape ids) and before the report.
+//!
+//! # Layout
+//! - [`units`]: requests grouped into units of work as they run, per client.
+//! - [`operations`]: units that ran the same steps, counted together; report rows.
+//! - [`relationships`]: links between collections, the four questions answered,
+//!   the verdict, and the findings where the change pays.
+
+pub mod operations;
+pub mod relationships;
+pub(crate) mod units;
+
+use std::collections::BTreeMap;
+
+use crate::detectors::Thresholds;
+use crate::event::Micros;
+use crate::finding::Finding;
+use crate::shape::hex;
+use crate::table::AccessTable;
+use crate::view::OpView;
+
+use operations::{Operation, Operations};
+use relationships::{Relationship, Relationships};
+use units::{Unit, Units};
+
+/// The workload: units in progress, and what the ended ones added up to.
+pub struct Workload {
+    units: Units,
+    operations: Operations,
+    relationships: Relationships,
+    t: Thresholds,
+    done: Vec<Unit>,
+}
+
+impl Workload {
+    /// An empty workload with these thresholds and bounds.
+    pub fn new(t: &Thresholds) -> Workload {
+        Workload {
+            units: Units::new(t.operation_gap_ms, t.max_clients, t.max_open_parents),
+            operations: Operations::default(),
+            relationships: Relationships::default(),
+            t: t.clone(),
+            done: Vec::new(),
+        }
+    }
+
+    /// Takes one operation.
+    pub fn observe(&mut self, v: &OpView<'_>) {
+        self.units.observe(v, &mut self.done);
+        self.fold();
+    }
+
+    /// Ends the units idle since before `now`.
+    pub fn expire(&mut self, now: Micros) {
+        self.units.expire(now, &mut self.done);
+        self.fold();
+    }
+
+    /// Events were dropped: the units open now may miss steps (their operations are
+    /// marked as lower bounds).
+    pub fn on_gap(&mut self) {
+        self.units.on_gap();
+    }
+
+    fn fold(&mut self) {
+        for u in std::mem::take(&mut self.done) {
+            end(&u, &mut self.operations, &mut self.relationships, &self.units, &self.t);
+        }
+    }
+
+    /// The operations, busiest first, with the units still open counted as if they
+    /// ended now.
+    pub fn operations(&self, table: &AccessTable, seconds: f64) -> Vec<Operation> {
+        let mut open = Operations::default();
+        let mut rels = Relationships::default();
+        for u in self.units.open() {
+            end(u, &mut open, &mut rels, &self.units, &self.t);
+        }
+        self.operations.rows(&open, table, &self.units.paths, &self.t, seconds)
+    }
+
+    /// The relationships between collections, with their verdicts.
+    pub fn relationships(&self, table: &AccessTable) -> Vec<Relationship> {
+        let mut rels = self.relationships.snapshot();
+        let mut open = Operations::default();
+        for u in self.units.open() {
+            end(u, &mut open, &mut rels, &self.units, &self.t);
+        }
+        rels.rows(table, &self.t)
+    }
+
+    /// Adds the relationship findings to `findings`, and the relationship verdicts
+    /// to the N+1 and `$lookup` findings on the same links.
+    pub fn reconcile(&self, table: &AccessTable, findings: &mut Vec<Finding>) {
+        let rels = self.relationships(table);
+        let total = self.operations(table, 1.0).iter().map(|o| o.count).sum();
+        relationships::reconcile(&rels, findings, total, &self.t);
+    }
+
+    /// What was let go of to stay bounded, by kind.
+    pub fn evictions(&self) -> BTreeMap<String, u64> {
+        [
+            ("workload.units", self.units.evicted),
+            ("workload.operations", self.operations.refused),
+            ("workload.relationships", self.relationships.refused),
+            ("workload.paths", self.units.paths.refused),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect()
+    }
+}
+
+/// Folds one ended (or still open) unit into the operations and relationships.
+fn end(
+    u: &Unit,
+    operations: &mut Operations,
+    relationships: &mut Relationships,
+    units: &Units,
+    t: &Thresholds,
+) {
+    operations.add(u, t.max_patterns as usize);
+    relationships.add(u, &hex(operations::signature(u)), &units.paths);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! How requests group into operations, on scripted conversations: each rule of
+//! [`super::units`] with a case where it must hold and one where it must not.
+
+use bson::{doc, Document};
+
+use crate::script::Script;
+use crate::workload::operations::Operation;
+
+/// The operations of a script, as (steps "collection command", count).
+fn operations(s: Script) -> Vec<(Vec<String>, u64)> {
+    let p = s.run();
+    let ops: Vec<Operation> = p.workload().operations(p.table(), 1.0);
+    ops.iter()
+        .map(|o| {
+            let steps = o
+                .steps
+                .iter()
+                .map(|s| format!("{} {}", s.namespace.split_once('.').map_or("", |x| x.1), s.command))
+                .collect();
+            (steps, o.count)
+        })
+        .collect()
+}
+
+fn steps(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn order(id: i64, customer: i64) -> Document {
+    doc! {"_id": id, "customerId": bson::oid::ObjectId::from_bytes([customer as u8; 12]), "total": 12}
+}
+
+fn customer(id: i64) -> Document {
+    doc! {"_id": bson::oid::ObjectId::from_bytes([id as u8; 12]), "name": "someone"}
+}
+
+#[test]
+fn a_value_from_a_reply_links_the_next_request_even_between_two_clients_operations() {
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "shop", "PyMongo 4.20.1");
+    for i in 0..10 {
+        s.find_one(c, "shop.orders", doc! {"_id": i}, Some(order(i, i + 1)));
+        s.find_one(
+            c,
+            "shop.customers",
+            doc! {"_id": customer(i + 1).get_object_id("_id").unwrap()},
+            Some(customer(i + 1)),
+        );
+        s.wait_ms(200);
+    }
+    assert_eq!(operations(s), vec![(steps(&["orders find", "customers find"]), 10)]);
+}
+
+#[test]
+fn a_busy_client_reading_the_same_document_back_to_back_runs_separate_operations() {
+    // Every request of a web app reads its settings first; requests follow each other
+    // within the gap. The settings value asked again is the same read, not a link.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "web", "PyMongo 4.20.1");
+    for i in 0..30 {
+        s.find_one(c, "web.settings", doc! {"_id": "site"}, Some(doc! {"_id": "site", "theme": "dark"}));
+        s.find_one(
+            c,
+            "web.pages",
+            doc! {"slug": format!("p{i}")},
+            Some(doc! {"_id": i, "slug": format!("p{i}")}),
+        );
+        s.wait_ms(5);
+    }
+    assert_eq!(operations(s), vec![(steps(&["settings find", "pages find"]), 30)]);
+}
+
+#[test]
+fn a_transaction_is_one_operation_however_slow_and_a_retryable_write_is_none() {
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "bank", "PyMongo 4.20.1");
+    let lsid = doc! {"id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![7; 16] }};
+    for n in 1..=4i64 {
+        // A transaction whose statements are 200 ms apart: longer than the gap.
+        for (k, account) in ["a", "b"].iter().enumerate() {
+            let mut update = doc! {"update": "accounts", "updates": [{"q": {"name": *account}, "u": {"$inc": {"balance": 1}}}],
+            "lsid": lsid.clone(), "txnNumber": n * 10, "autocommit": false, "$db": "bank"};
+            if k == 0 {
+                update.insert("startTransaction", true);
+            }
+            s.exchange(c, update, doc! {"n": 1, "nModified": 1, "ok": 1.0});
+            s.wait_ms(200);
+        }
+        s.exchange(
+            c,
+            doc! {"commitTransaction": 1, "lsid": lsid.clone(), "txnNumber": n * 10, "autocommit": false, "$db": "admin"},
+            doc! {"ok": 1.0},
+        );
+        s.wait_ms(500);
+        // A read then a retryable write of what it read: the driver numbers the
+        // write for retries, which makes no transaction.
+        s.find_one(c, "bank.accounts", doc! {"name": "a"}, Some(doc! {"_id": n, "name": "a"}));
+        s.exchange(
+            c,
+            doc! {"update": "accounts", "updates": [{"q": {"_id": n}, "u": {"$set": {"seen": true}}}],
+            "lsid": lsid.clone(), "txnNumber": n * 10 + 1, "$db": "bank"},
+            doc! {"n": 1, "nModified": 1, "ok": 1.0},
+        );
+        s.wait_ms(500);
+    }
+    let ops = operations(s);
+    // Both updates have one shape: one step, run twice per operation.
+    assert!(ops.contains(&(steps(&["accounts update"]), 4)), "{ops:?}");
+    assert!(ops.contains(&(steps(&["accounts find", "accounts update"]), 4)), "{ops:?}");
+    assert_eq!(ops.len(), 2, "{ops:?}");
+}
+
+#[test]
+fn concurrent_operations_of_one_client_stay_apart_by_their_values() {
+    // Two pages served at once on pooled connections: each page's customer read
+    // follows its own order, interleaved with the other page's.
+    let mut s = Script::new();
+    let a = s.connect("10.0.0.1:5000", "shop", "PyMongo 4.20.1");
+    let b = s.connect("10.0.0.1:5001", "shop", "PyMongo 4.20.1");
+    for i in 0..8 {
+        let (x, y) = (2 * i, 2 * i + 1);
+        s.find_one(a, "shop.orders", doc! {"_id": x}, Some(order(x, x + 1)));
+        s.find_one(b, "shop.orders", doc! {"_id": y}, Some(order(y, y + 1)));
+        s.find_one(
+            b,
+            "shop.customers",
+            doc! {"_id": customer(y + 1).get_object_id("_id").unwrap()},
+            Some(customer(y + 1)),
+        );
+        s.find_one(
+            a,
+            "shop.customers",
+            doc! {"_id": customer(x + 1).get_object_id("_id").unwrap()},
+            Some(customer(x + 1)),
+        );
+        s.wait_ms(300);
+    }
+    assert_eq!(operations(s), vec![(steps(&["orders find", "customers find"]), 16)]);
+}
+
+#[test]
+fn a_quantity_equal_to_an_id_links_nothing() {
+    // The order's quantity 3 equals the next read's small id 3: no link, and the
+    // read does not join (it repeats nothing, but the page read before started
+    // the unit; the count of each operation stays right either way).
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "shop", "PyMongo 4.20.1");
+    for _ in 0..5 {
+        s.find_one(c, "shop.carts", doc! {"user": "u1"}, Some(doc! {"_id": 1, "user": "u1", "qty": 3}));
+        s.wait_ms(300);
+        s.find_one(c, "shop.products", doc! {"_id": 3}, Some(doc! {"_id": 3, "name": "pen"}));
+        s.wait_ms(300);
+    }
+    let ops = operations(s);
+    assert!(ops.contains(&(steps(&["carts find"]), 5)), "{ops:?}");
+    assert!(ops.contains(&(steps(&["products find"]), 5)), "{ops:?}");
+}

@@ -1,0 +1,606 @@
+//! Units of work: the requests of one client grouped into the application's
+//! operations as they run. Evidence, strongest first:
+//!
+//! 1. a transaction (`lsid` + `txnNumber` + `autocommit: false`; a retryable write
+//!    carries the number alone and is no transaction): every statement of it is one
+//!    unit, which `commitTransaction`/`abortTransaction` ends;
+//! 2. values that flow from one step into the next: a value a reply (or a request)
+//!    carried, asked for by equality or `$in` in a later request of another shape
+//!    (an order's `customerId` becoming the next `find`'s `_id`, a document read
+//!    then updated by its `_id`); the newest open unit holding the value takes the
+//!    request, so the interleaved units of a concurrent client stay apart, and a
+//!    connection pool does not matter (units are per client, not per connection).
+//!    The same shape asking a value again is the same read again, which a busy
+//!    client's next operation does too (its settings, a hot document): no link;
+//! 3. adjacency: a request that links to nothing joins the client's one unit active
+//!    within `operation_gap_ms`, unless it repeats one of that unit's unlinked steps
+//!    (a loop starting over: that unit then takes nothing more by adjacency) or
+//!    several units are active (concurrency: it starts its own).
+//!
+//! A unit ends after `operation_gap_ms` without activity, and is then folded into
+//! the operations and relationships it shows. Bounded: units per client, values
+//! and steps per unit; what is let go of is counted.
+
+use std::sync::Arc;
+
+use bson::RawDocument;
+use mongotap_wire::element;
+use rustc_hash::FxHashMap;
+
+use crate::event::Micros;
+use crate::names::Paths;
+use crate::operation::ConnInfo;
+use crate::shape::command::Category;
+use crate::values::{self, At, Keyed};
+use crate::view::{OpView, ShapeId};
+
+/// Values remembered per unit.
+const MAX_VALUES: usize = 512;
+/// Steps per unit (further ones are counted, not kept).
+pub(crate) const MAX_STEPS: usize = 32;
+/// Documents of a reply whose values are remembered.
+const DOCS_PER_REPLY: usize = 16;
+/// Values of one `$in` list looked up.
+const MAX_IN: usize = 64;
+/// Parent documents remembered per value, for how many parents share a child.
+const PARENTS_PER_VALUE: usize = 4;
+/// A transaction's unit ends after this long without a statement (the server's own
+/// `transactionLifetimeLimitSeconds` is 60 s).
+const TXN_IDLE_US: Micros = 60_000_000;
+
+/// Where a remembered value came from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source {
+    /// The step (its index in the unit).
+    pub step: u8,
+    /// The path it sat at (interned).
+    pub path: u32,
+    /// The keyed hash of the `_id` of the document it sat in (0 for a request's filter).
+    pub doc: u64,
+    /// Whether the path names a reference (see [`id_like`]).
+    pub id_like: bool,
+}
+
+/// How a step took its values from an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Link {
+    /// The earlier step.
+    pub from: u8,
+    /// The path of the value there (interned).
+    pub path: u32,
+    /// The field this step asked it of (interned).
+    pub field: u32,
+}
+
+/// One step of a unit: a shape run once or more, linked or not.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    pub shape: ShapeId,
+    pub namespace: Arc<str>,
+    pub write: bool,
+    /// An insert: a new document, which changes nothing already copied elsewhere.
+    pub insert: bool,
+    pub link: Option<Link>,
+    /// Executions of it in the unit.
+    pub count: u32,
+    /// Documents it returned (reads) or changed (writes).
+    pub docs: u64,
+    /// Distinct linked values it asked for.
+    pub values: u32,
+    /// (child value, parent document) pairs it followed: who shares what.
+    pub pairs: Vec<(u64, u64)>,
+}
+
+/// An operation in progress.
+pub(crate) struct Unit {
+    pub started: Micros,
+    /// The end of its last request (its reply).
+    pub last: Micros,
+    pub txn: Option<u64>,
+    pub steps: Vec<Step>,
+    pub values: FxHashMap<u64, [Source; PARENTS_PER_VALUE]>,
+    /// Round trips.
+    pub requests: u32,
+    pub docs: u64,
+    pub conn: Arc<ConnInfo>,
+    /// Steps left out past [`MAX_STEPS`].
+    pub steps_refused: u32,
+    /// Events were dropped while it ran: it may miss steps.
+    pub lossy: bool,
+    /// Linked values it asked for, per step, to count distinct ones.
+    seen: Vec<(u8, u64)>,
+    /// A later request started the same operation over: it joins no request by
+    /// adjacency any more.
+    superseded: bool,
+}
+
+/// An empty slot of a value's sources.
+const NONE: Source = Source { step: u8::MAX, path: 0, doc: 0, id_like: false };
+
+impl Unit {
+    fn new(conn: Arc<ConnInfo>, at: Micros, txn: Option<u64>) -> Unit {
+        Unit {
+            started: at,
+            last: at,
+            txn,
+            steps: Vec::new(),
+            values: FxHashMap::default(),
+            requests: 0,
+            docs: 0,
+            conn,
+            steps_refused: 0,
+            lossy: false,
+            seen: Vec::new(),
+            superseded: false,
+        }
+    }
+
+    /// The step index of `(shape, link)`, added if new (`None` past the bound).
+    fn step(
+        &mut self,
+        shape: ShapeId,
+        namespace: &Arc<str>,
+        write: (bool, bool),
+        link: Option<Link>,
+    ) -> Option<u8> {
+        if let Some(i) = self.steps.iter().position(|s| s.shape == shape && s.link == link) {
+            return Some(i as u8);
+        }
+        if self.steps.len() >= MAX_STEPS {
+            self.steps_refused += 1;
+            return None;
+        }
+        self.steps.push(Step {
+            shape,
+            namespace: namespace.clone(),
+            write: write.0,
+            insert: write.1,
+            link,
+            count: 0,
+            docs: 0,
+            values: 0,
+            pairs: Vec::new(),
+        });
+        Some((self.steps.len() - 1) as u8)
+    }
+
+    /// Remembers a value at `path` of step `step`'s document `doc`.
+    fn remember(&mut self, h: u64, source: Source) {
+        if !self.values.contains_key(&h) && self.values.len() >= MAX_VALUES {
+            return;
+        }
+        let slots = self.values.entry(h).or_insert([NONE; PARENTS_PER_VALUE]);
+        if slots.iter().any(|s| s.step == source.step && s.path == source.path && s.doc == source.doc) {
+            return;
+        }
+        if let Some(free) = slots.iter_mut().find(|s| s.step == u8::MAX) {
+            *free = source;
+        }
+    }
+
+    /// Whether the unit repeats `shape` as an unlinked step: a loop starting over.
+    fn repeats(&self, shape: ShapeId) -> bool {
+        self.steps.iter().any(|s| s.shape == shape && s.link.is_none())
+    }
+}
+
+/// Whether a field or path names a reference: `_id`, `id`, `customerId`,
+/// `author_id`, `productIds`, a DBRef's `$id`. A small number links units only
+/// between such paths: a status, a quantity or a price that happens to equal an
+/// id links nothing.
+pub(crate) fn id_like(path: &[u8]) -> bool {
+    let last = path.rsplit(|b| *b == b'.').next().unwrap_or(path);
+    last == b"_id"
+        || last == b"id"
+        || last == b"$id"
+        || last.ends_with(b"Id")
+        || last.ends_with(b"_id")
+        || last.ends_with(b"Ids")
+        || last.ends_with(b"_ids")
+}
+
+/// Whether a value is a small whole number: ids of test data coincide with
+/// quantities and positions, so such a value links only id to id.
+fn small(e: &mongotap_wire::element::Element<'_>) -> bool {
+    match e.kind {
+        0x10 | 0x12 => e.as_i64().is_some_and(|n| n.unsigned_abs() < 1_000),
+        0x01 => {
+            e.value.try_into().map(f64::from_le_bytes).is_ok_and(|d| d.fract() == 0.0 && d.abs() < 1_000.0)
+        }
+        _ => false,
+    }
+}
+
+/// The values a request asks for, into `out`: (field interned, keyed value, small)
+/// of its filter's equalities and `$in` lists.
+fn asked(v: &OpView<'_>, keyed: &Keyed, paths: &mut Paths, out: &mut Vec<(u32, u64, bool)>) {
+    out.clear();
+    // An ObjectId, a UUID or a string is an identifier whatever the field's name
+    // (Mongoose's `user`, mongoengine's `author`); a small number only on an id field.
+    let mut take = |field: &[u8], e: &mongotap_wire::element::Element<'_>| {
+        let small = small(e);
+        if !small || id_like(field) {
+            if let (Some(h), Some(path)) = (keyed.link(e), paths.id(At { path: field, array: None })) {
+                out.push((path, h, small));
+            }
+        }
+    };
+    for (field, e) in v.equalities() {
+        take(field, e);
+    }
+    // $in lists filled from an earlier reply (one batched fetch).
+    let Some(filter) = v.filter() else { return };
+    for e in element::elements(filter) {
+        if e.kind != 0x03 || e.key.first() == Some(&b'$') {
+            continue;
+        }
+        let Some(list) = e.as_document().and_then(|ops| element::find(ops, "$in")).and_then(|l| l.as_array())
+        else {
+            continue;
+        };
+        for item in element::elements(list).take(MAX_IN) {
+            take(e.key, &item);
+        }
+    }
+}
+
+/// Moves the units `idle` picks from `open` to `done` (nothing to move, nothing
+/// allocated: this runs for every operation).
+fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> bool) {
+    if !open.iter().any(&idle) {
+        return;
+    }
+    let mut i = 0;
+    while i < open.len() {
+        if idle(&open[i]) {
+            done.push(open.remove(i));
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// What is known of the values a shape's documents give later steps: walking every
+/// reply costs most of the grouping, so a shape is walked whole in its first
+/// [`WALK_ALL_FIRST`] replies and one in [`WALK_EVERY`] after, and otherwise only
+/// at the paths that linked.
+#[derive(Default)]
+struct Carrier {
+    seen: u64,
+    linked: Vec<Box<[u8]>>,
+}
+
+/// Replies of a shape walked whole before sampling.
+const WALK_ALL_FIRST: u64 = 16;
+/// Then one in this many.
+const WALK_EVERY: u64 = 64;
+/// Shapes whose carried values are followed.
+const MAX_CARRIERS: usize = 16_384;
+/// Documents of a reply walked at the linked paths only.
+const DOCS_AT_PATHS: usize = 32;
+
+/// Every client's open units.
+pub(crate) struct Units {
+    keyed: Keyed,
+    /// Value paths and child fields, interned.
+    pub paths: Paths,
+    clients: FxHashMap<u64, Vec<Unit>>,
+    namespaces: FxHashMap<String, Arc<str>>,
+    gap_us: Micros,
+    carriers: FxHashMap<ShapeId, Carrier>,
+    max_clients: usize,
+    max_open: usize,
+    /// Units let go of before their end to stay bounded.
+    pub evicted: u64,
+    scratch: Vec<u8>,
+    /// What the operation at hand asks for (kept to reuse its allocation).
+    asked: Vec<(u32, u64, bool)>,
+}
+
+impl Units {
+    pub(crate) fn new(gap_ms: u64, max_clients: u64, max_open: u64) -> Units {
+        Units {
+            keyed: Keyed::default(),
+            paths: Paths::default(),
+            clients: FxHashMap::default(),
+            namespaces: FxHashMap::default(),
+            gap_us: gap_ms.saturating_mul(1000),
+            carriers: FxHashMap::default(),
+            max_clients: max_clients as usize,
+            max_open: max_open.max(1) as usize,
+            evicted: 0,
+            scratch: Vec::new(),
+            asked: Vec::new(),
+        }
+    }
+
+    fn namespace(&mut self, ns: &str) -> Arc<str> {
+        if let Some(a) = self.namespaces.get(ns) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(ns);
+        if self.namespaces.len() < 100_000 {
+            self.namespaces.insert(ns.to_owned(), a.clone());
+        }
+        a
+    }
+
+    /// Takes one operation; `done` receives the units it ends.
+    pub(crate) fn observe(&mut self, v: &OpView<'_>, done: &mut Vec<Unit>) {
+        let op = v.op;
+        let Some(cmd) = &v.command else { return };
+        let now = op.started_at;
+        let end = now + op.latency_us.unwrap_or(0);
+        let key = op.conn.client_key;
+        // Close what has been idle too long, before anything joins it.
+        if let Some(open) = self.clients.get_mut(&key) {
+            let gap = self.gap_us;
+            end_idle(open, done, |u| u.txn.is_none() && now.saturating_sub(u.last) > gap);
+        }
+        // Every statement of a transaction says `autocommit: false` beside its
+        // `txnNumber`; a retryable write has the number alone, and is no transaction.
+        // Most commands are in none: a byte search says so before a walk.
+        static AUTOCOMMIT: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"autocommit\0"));
+        let in_txn = AUTOCOMMIT.find(cmd.body.as_bytes()).is_some()
+            && element::find(cmd.body, "autocommit").is_some_and(|a| a.kind == 0x08 && a.value == [0]);
+        let lsid = || element::find(cmd.body, "lsid").and_then(|l| l.as_document());
+        let number = || element::find(cmd.body, "txnNumber").and_then(|t| t.as_i64());
+        let txn = in_txn.then(number).flatten().and_then(|n| Some((n, lsid()?))).map(|(n, lsid)| {
+            use std::hash::Hasher;
+            let mut h = self.keyed.hasher();
+            h.write(lsid.as_bytes());
+            h.write_i64(n);
+            h.finish()
+        });
+        // The commit (or abort) is one more round trip of the transaction's unit, and
+        // its end; not a step of it.
+        if let (true, Some(t)) = (matches!(cmd.name, "commitTransaction" | "abortTransaction"), txn) {
+            if let Some(open) = self.clients.get_mut(&key) {
+                if let Some(i) = open.iter().position(|u| u.txn == Some(t)) {
+                    let mut u = open.remove(i);
+                    u.requests += 1;
+                    u.last = u.last.max(end);
+                    done.push(u);
+                }
+            }
+            return;
+        }
+        if v.category == Category::Command {
+            return;
+        }
+        // A getMore continues its cursor's step: a round trip, more documents.
+        if cmd.name == "getMore" {
+            if let (Some(shape), Some(open)) = (v.cursor_of, self.clients.get_mut(&key)) {
+                if let Some(u) = open.iter_mut().rev().find(|u| u.steps.iter().any(|s| s.shape == shape)) {
+                    u.requests += 1;
+                    u.docs += op.docs_returned;
+                    u.last = u.last.max(end);
+                    if let Some(s) = u.steps.iter_mut().find(|s| s.shape == shape) {
+                        s.docs += op.docs_returned;
+                    }
+                }
+            }
+            return;
+        }
+        let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
+        if !self.clients.contains_key(&key) && self.clients.len() >= self.max_clients {
+            let oldest = self
+                .clients
+                .iter()
+                .map(|(k, us)| (us.iter().map(|u| u.last).max().unwrap_or(0), *k))
+                .min()
+                .map(|(_, k)| k);
+            if let Some(k) = oldest {
+                let gone = self.clients.remove(&k).unwrap_or_default();
+                self.evicted += gone.len() as u64;
+            }
+        }
+        let mut asked = std::mem::take(&mut self.asked);
+        self::asked(v, &self.keyed, &mut self.paths, &mut asked);
+        let ns = self.namespace(&op.namespace);
+        let mut link = None;
+        let write = v.category == Category::Write;
+        let gap = self.gap_us;
+        let open = self.clients.entry(key).or_default();
+        // 1. The transaction's unit.
+        let mut joined = txn.and_then(|t| open.iter().position(|u| u.txn == Some(t)));
+        // 2. The newest unit holding one of the values asked for.
+        if joined.is_none() {
+            'units: for (i, u) in open.iter().enumerate().rev() {
+                for (field, h, small) in &asked {
+                    let Some(sources) = u.values.get(h) else { continue };
+                    // A document that carried the value, before the request that asked it;
+                    // a small number links only an id to an id. A value the same shape
+                    // asked or returned is no link: that is the same read again, which
+                    // a busy client's next operation does as well (its settings, its
+                    // hot document) and which must not glue the two together.
+                    let usable = |s: &&Source| {
+                        s.step != u8::MAX
+                            && (!small || s.id_like)
+                            && u.steps.get(usize::from(s.step)).is_some_and(|st| st.shape != shape)
+                    };
+                    let Some(source) = sources
+                        .iter()
+                        .filter(usable)
+                        .find(|s| s.doc != 0)
+                        .or_else(|| sources.iter().find(usable))
+                    else {
+                        continue;
+                    };
+                    link = Some((Link { from: source.step, path: source.path, field: *field }, *h));
+                    // The source's shape carries values at this path: follow it there.
+                    if let Some(c) =
+                        u.steps.get(usize::from(source.step)).and_then(|s| self.carriers.get_mut(&s.shape))
+                    {
+                        let name = self.paths.name(source.path).as_bytes();
+                        if c.linked.len() < 8 && !c.linked.iter().any(|p| &p[..] == name) {
+                            c.linked.push(name.into());
+                        }
+                    }
+                    joined = Some(i);
+                    break 'units;
+                }
+            }
+        }
+        // 3. The one unit active now, unless this starts it over.
+        if joined.is_none() && txn.is_none() {
+            let mut active = (0..open.len()).filter(|i| {
+                now.saturating_sub(open[*i].last) <= gap && open[*i].txn.is_none() && !open[*i].superseded
+            });
+            if let (Some(only), None) = (active.next(), active.next()) {
+                if open[only].repeats(shape) {
+                    // The loop starting over: that operation takes no more requests by
+                    // adjacency (its values may still link its own next steps, which a
+                    // concurrent request may have come between).
+                    open[only].superseded = true;
+                } else {
+                    joined = Some(only);
+                }
+            }
+        }
+        let i = match joined {
+            Some(i) => i,
+            None => {
+                if open.len() >= self.max_open {
+                    // The least recently active goes: it ends now.
+                    let oldest = (0..open.len()).min_by_key(|i| open[*i].last).unwrap_or(0);
+                    done.push(open.remove(oldest));
+                }
+                open.push(Unit::new(op.conn.clone(), now, txn));
+                open.len() - 1
+            }
+        };
+        let u = &mut open[i];
+        u.requests += 1;
+        u.last = u.last.max(end);
+        let docs = if write {
+            v.outcome.as_ref().and_then(|o| o.modified.or(o.matched)).unwrap_or(v.inserts().len() as u64)
+        } else {
+            op.docs_returned
+        };
+        u.docs += docs;
+        // Unlinked, but the unit already has this shape as a linked step: one more
+        // child whose value sat past the documents that were looked at.
+        let again = match link {
+            Some(_) => None,
+            None => u.steps.iter().position(|s| s.shape == shape && s.link.is_some()).map(|i| i as u8),
+        };
+        let insert = cmd.name == "insert";
+        let Some(step) = again.or_else(|| u.step(shape, &ns, (write, insert), link.map(|(l, _)| l))) else {
+            return;
+        };
+        let s = &mut u.steps[usize::from(step)];
+        s.count += 1;
+        s.docs += docs;
+        // Every value of the link's source the step asked for (all of an $in list):
+        // how many children it fetched, and which parent documents named each.
+        if let Some((l, _)) = link {
+            for (_, h, _) in &asked {
+                let Some(sources) = u.values.get(h) else { continue };
+                if !sources.iter().any(|s| s.step == l.from && s.path == l.path)
+                    || u.seen.contains(&(step, *h))
+                {
+                    continue;
+                }
+                let parents: Vec<u64> = sources
+                    .iter()
+                    .filter(|s| s.step == l.from && s.path == l.path && s.doc != 0)
+                    .map(|s| s.doc)
+                    .collect();
+                if u.seen.len() < MAX_VALUES {
+                    u.seen.push((step, *h));
+                }
+                let s = &mut u.steps[usize::from(step)];
+                s.values += 1;
+                for p in parents {
+                    if s.pairs.len() < MAX_VALUES {
+                        s.pairs.push((*h, p));
+                    }
+                }
+            }
+        }
+        // What this step carries for the next: the values it asked for, and those of
+        // the documents it returned or wrote.
+        for (path, h, _) in &asked {
+            u.remember(*h, Source { step, path: *path, doc: 0, id_like: true });
+        }
+        self.asked = asked;
+        let Self { keyed, paths, scratch, carriers, .. } = self;
+        if !carriers.contains_key(&shape) && carriers.len() >= MAX_CARRIERS {
+            return; // too many shapes: this one's values are not followed
+        }
+        let c = carriers.entry(shape).or_default();
+        c.seen += 1;
+        let whole = c.seen <= WALK_ALL_FIRST || c.seen % WALK_EVERY == 0;
+        if !whole && c.linked.is_empty() {
+            return;
+        }
+        let (docs, only) = if whole { (DOCS_PER_REPLY, None) } else { (DOCS_AT_PATHS, Some(&c.linked[..])) };
+        // The documents of a reply mostly have the same fields in the same order:
+        // the path interned at the same position is tried first (a comparison)
+        // before the interning map (a hash and a probe).
+        let mut by_position: Vec<u32> = Vec::new();
+        let mut learn = |d: &RawDocument, u: &mut Unit| {
+            let doc = element::find(d, "_id").and_then(|id| keyed.link(&id)).unwrap_or(0);
+            scratch.clear();
+            let mut position = 0;
+            let f = &mut |at: At<'_>, e: &mongotap_wire::element::Element<'_>| {
+                // Small numbers only where they are ids: quantities are no links.
+                let id_like = id_like(at.path);
+                if small(e) && !id_like {
+                    return;
+                }
+                let Some(h) = keyed.link(e) else { return };
+                let cached =
+                    by_position.get(position).copied().filter(|p| paths.name(*p).as_bytes() == at.path);
+                let Some(path) = cached.or_else(|| paths.id(at)) else { return };
+                match by_position.get_mut(position) {
+                    Some(p) => *p = path,
+                    None => by_position.push(path),
+                }
+                position += 1;
+                u.remember(h, Source { step, path, doc, id_like });
+            };
+            match only {
+                None => values::walk_links(d, scratch, f),
+                Some(paths_at) => values::walk_links_at(d, paths_at, scratch, f),
+            }
+        };
+        if let Some(batch) = v.batch {
+            for d in element::elements(batch).filter_map(|d| d.as_document()).take(docs) {
+                learn(d, u);
+            }
+        }
+        for (_, d) in v.inserts().iter().take(docs) {
+            learn(d, u);
+        }
+        if let Some(value) = v.reply.as_ref().and_then(crate::statements::find_and_modify_value) {
+            learn(value, u);
+        }
+    }
+
+    /// Ends every unit idle for longer than the gap at `now`.
+    pub(crate) fn expire(&mut self, now: Micros, done: &mut Vec<Unit>) {
+        let gap = self.gap_us;
+        for open in self.clients.values_mut() {
+            // A transaction waits longer: its client may think between statements.
+            end_idle(open, done, |u| {
+                now.saturating_sub(u.last) > if u.txn.is_some() { gap.max(TXN_IDLE_US) } else { gap }
+            });
+        }
+        self.clients.retain(|_, open| !open.is_empty());
+    }
+
+    /// Events were dropped: every open unit may miss steps.
+    pub(crate) fn on_gap(&mut self) {
+        for u in self.clients.values_mut().flatten() {
+            u.lossy = true;
+        }
+    }
+
+    /// The units open now (counted as if they ended now, for a report).
+    pub(crate) fn open(&self) -> impl Iterator<Item = &Unit> {
+        self.clients.values().flatten()
+    }
+}
