@@ -25,8 +25,8 @@ fn chromium(args: &[&str], url: &str) -> std::process::Output {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--window-size=1400,1000",
         ])
+        .args(args.iter().all(|a| !a.starts_with("--window-size")).then_some("--window-size=1400,1000"))
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(args)
         .arg(url)
@@ -81,7 +81,8 @@ fn the_html_report_sorts_and_draws_in_a_real_browser() {
     );
 
     let shot = std::env::temp_dir().join(format!("mongotap-shot-{}.png", std::process::id()));
-    chromium(&[&format!("--screenshot={}", shot.display())], &url);
+    // Tall enough to reach the charts below the summary, operations and relationships.
+    chromium(&[&format!("--screenshot={}", shot.display()), "--window-size=1400,4000"], &url);
     let pixels = chart_pixels(&shot);
     assert!(pixels > 5_000, "the screenshot shows only {pixels} chart pixels");
     let _ = std::fs::remove_file(shot);

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::markdown::compact;
-use super::{AccessPattern, Group, Report};
+use super::{AccessPattern, Group, Operation, Report};
 
 /// Renders the report as one HTML document.
 pub fn render(r: &Report) -> String {
@@ -36,27 +36,9 @@ pub fn render(r: &Report) -> String {
     if let Some(loss) = r.loss_in_words() {
         let _ = writeln!(s, "<p class=\"warn\"><strong>Incomplete data.</strong> {}</p>", esc(&loss));
     }
-    let _ = writeln!(s, "<section><h2>Operations per second</h2>{}</section>", timeline_svg(&r.timeline));
-
-    let _ = writeln!(s, "<section><h2>Access patterns</h2><p class=\"hint\">Click a column to sort.</p>");
-    let of =
-        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
-    patterns_table(&mut s, Some("patterns"), &of(Group::Application));
-    for (group, title) in [
-        (Group::System, "The server's own namespaces (system.*, admin, config, local): no advice"),
-        (
-            Group::Administration,
-            "Administrative commands (handshakes, sessions, index and collection commands)",
-        ),
-    ] {
-        let rows = of(group);
-        if !rows.is_empty() {
-            let _ = writeln!(s, "<details class=\"group\"><summary>{title}: {} shapes</summary>", rows.len());
-            patterns_table(&mut s, None, &rows);
-            let _ = writeln!(s, "</details>");
-        }
-    }
-    let _ = writeln!(s, "</section>");
+    summary(&mut s, r);
+    operations(&mut s, r);
+    relationships(&mut s, r);
 
     let _ = writeln!(s, "<section><h2>Findings</h2>");
     if r.findings.is_empty() {
@@ -85,6 +67,30 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(s, "</section>");
 
+    let _ = writeln!(
+        s,
+        "<section><h2>Access patterns (per query shape)</h2><p class=\"hint\">Click a column to sort.</p>"
+    );
+    let of =
+        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
+    patterns_table(&mut s, Some("patterns"), &of(Group::Application));
+    for (group, title) in [
+        (Group::System, "The server's own namespaces (system.*, admin, config, local): no advice"),
+        (
+            Group::Administration,
+            "Administrative commands (handshakes, sessions, index and collection commands)",
+        ),
+    ] {
+        let rows = of(group);
+        if !rows.is_empty() {
+            let _ = writeln!(s, "<details class=\"group\"><summary>{title}: {} shapes</summary>", rows.len());
+            patterns_table(&mut s, None, &rows);
+            let _ = writeln!(s, "</details>");
+        }
+    }
+    let _ = writeln!(s, "</section>");
+
+    let _ = writeln!(s, "<section><h2>Operations per second</h2>{}</section>", timeline_svg(&r.timeline));
     let _ = writeln!(s, "<section><h2>Read/write mix per collection</h2>{}</section>", mix_svg(r));
 
     if !r.apps.is_empty() {
@@ -122,6 +128,135 @@ pub fn render(r: &Report) -> String {
     );
     let _ = write!(s, "<pre id=\"selftest\" hidden></pre>\n<script>{JS}</script>\n</body></html>\n");
     s
+}
+
+/// Findings by severity and the guides' checklist question for the top operations.
+fn summary(s: &mut String, r: &Report) {
+    let count = |sev: &str| r.findings.iter().filter(|f| f.severity == sev).count();
+    let _ = write!(
+        s,
+        "<section><h2>Summary</h2><ul><li><strong>{} findings</strong>: {} high, {} medium, {} low.",
+        r.findings.len(),
+        count("high"),
+        count("medium"),
+        count("low")
+    );
+    let top: Vec<String> = r
+        .ranked_findings()
+        .into_iter()
+        .take(3)
+        .map(|f| {
+            format!(
+                "<li><code>{}</code> ({}): {}</li>",
+                esc(&f.kind),
+                esc(&f.severity),
+                esc(&f.headline().unwrap_or_else(|| f.namespace.clone()))
+            )
+        })
+        .collect();
+    if !top.is_empty() {
+        let _ = write!(s, "<ul>{}</ul>", top.join(""));
+    }
+    let _ = write!(s, "</li>");
+    let ops: Vec<&Operation> = r.operations.iter().take(5).collect();
+    if !ops.is_empty() {
+        let several: Vec<&&Operation> = ops.iter().filter(|o| !o.one_round_trip).collect();
+        let answer = if several.is_empty() {
+            format!("Yes: each of the top {} needs one round trip to one collection.", ops.len())
+        } else {
+            format!("{} of the top {} need more than one round trip or collection.", several.len(), ops.len())
+        };
+        let _ = write!(
+            s,
+            "<li><strong>Do the top operations need only one document (or one targeted query)?</strong> {}</li>",
+            esc(&answer)
+        );
+    }
+    let _ = writeln!(s, "</ul></section>");
+}
+
+/// The seeds' table: Operation, Frequency, Data needed, then round trips and collections.
+fn operations(s: &mut String, r: &Report) {
+    if r.operations.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "<section><h2>Operations</h2><p class=\"hint\">The application's units of work, grouped from each client's requests; &#9888; marks one that needs more than one round trip or collection.</p>\
+<div class=\"wide\"><table id=\"operations\" class=\"sortable ops\"><thead><tr><th data-type=\"num\">#</th><th>Operation</th><th>Frequency</th>\
+<th>Data needed</th><th data-type=\"num\">Round trips</th><th data-type=\"num\">Collections</th><th data-type=\"num\">Count</th>\
+<th data-type=\"num\">p50 ms</th><th data-type=\"num\">p99 ms</th><th>Apps</th></tr></thead><tbody>"
+    );
+    for (i, o) in r.operations.iter().enumerate() {
+        let needed: Vec<String> = o
+            .data_needed
+            .iter()
+            .map(|d| {
+                let coll = d.namespace.split_once('.').map_or(d.namespace.as_str(), |(_, c)| c);
+                if d.fields.is_empty() {
+                    coll.to_owned()
+                } else {
+                    format!("{coll}: {}", d.fields.join(", "))
+                }
+            })
+            .collect();
+        let lat = |f: fn(&crate::workload::operations::Span) -> f64| {
+            o.latency_ms.as_ref().map_or(String::new(), |l| format!("{:.2}", f(l)))
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+<td class=\"n\" data-v=\"{}\">{}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            i + 1,
+            if o.one_round_trip { "" } else { "&#9888; " },
+            esc(&o.name),
+            esc(&o.frequency),
+            esc(&needed.join("; ")),
+            o.round_trips.mean,
+            o.collections.len(),
+            o.count,
+            o.count,
+            if o.count_lower_bound { " (lower bound)" } else { "" },
+            lat(|l| l.p50),
+            lat(|l| l.p99),
+            esc(&o.apps.join(", ")),
+        );
+    }
+    let _ = writeln!(s, "</tbody></table></div></section>");
+}
+
+/// The relationship map and each relationship's answers and verdict.
+fn relationships(s: &mut String, r: &Report) {
+    let Some(map) = super::map::svg(r) else { return };
+    let _ =
+        writeln!(s, "<section><h2>Relationships: embed or reference</h2><div class=\"mapbox\">{map}</div>");
+    let _ = writeln!(
+        s,
+        "<div class=\"wide\"><table class=\"rels\"><thead><tr><th>Parent &rarr; child</th><th>Link</th><th>Read together</th><th>Change together</th>\
+<th>Children per parent</th><th>Parents per child</th><th>Child writes per read</th><th>Verdict</th></tr></thead><tbody>"
+    );
+    for rel in &r.relationships {
+        let _ = writeln!(
+            s,
+            "<tr><td><code>{}</code> &rarr; <code>{}</code></td><td>{} &rarr; {}{}</td><td class=\"n\">{:.0}%</td><td class=\"n\">{}</td>\
+<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td><strong>{}</strong>{}<details><summary>why</summary><p>{}</p>{}</details></td></tr>",
+            esc(&rel.parent),
+            esc(&rel.child),
+            esc(&rel.link.parent_field),
+            esc(&rel.link.child_field),
+            if rel.via_lookup { " ($lookup)" } else { "" },
+            rel.read_together * 100.0,
+            rel.change_together.map_or("-".to_owned(), |c| format!("{:.0}%", c * 100.0)),
+            rel.children_per_parent.shown(),
+            rel.parents_per_child.shown(),
+            rel.child_writes_per_read,
+            esc(&rel.verdict.replace('_', " ")),
+            if rel.copy_fields.is_empty() { String::new() } else { format!(" (copy {})", esc(&rel.copy_fields.join(", "))) },
+            esc(&rel.recommendation),
+            rel.sketch.as_ref().map_or(String::new(), |k| format!("<pre>{}</pre>", esc(k))),
+        );
+    }
+    let _ = writeln!(s, "</tbody></table></div></section>");
 }
 
 /// A sortable table of access patterns (`id` names the main one, which the page's
@@ -337,7 +472,7 @@ table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px
 th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;user-select:none}
 th.asc::after{content:" \25B2"}th.desc::after{content:" \25BC"}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;overflow-wrap:normal}
 tr.command td{color:#57606a}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;overflow-wrap:anywhere}details pre{margin:4px 0;max-width:min(520px,100%);overflow:auto}
-.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}table.sortable td:nth-child(4){min-width:16em}details.group{margin:.8em 0}svg{max-width:100%}
+.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}table.sortable td:nth-child(4){min-width:16em}details.group{margin:.8em 0}.mapbox{overflow:hidden}svg.map{max-width:100%;height:auto}svg.map rect{fill:#f6f8fa;stroke:#57606a}svg.map text{font-size:13px;fill:#24292f}svg.map text.ops{font-size:11px;fill:#57606a}svg.map text.edge{font-size:12px;fill:#0969da;paint-order:stroke;stroke:#fff;stroke-width:4px}svg{max-width:100%}
 @media (max-width:600px){body{margin:0 8px 24px}h1{font-size:19px}}
 svg.chart rect{fill:#0969da}svg.mix rect.writes{fill:#cf222e}svg.mix rect.reads{fill:#0969da}svg text{font-size:12px;fill:#57606a}
 .finding{border-left:4px solid #d0d7de;padding:4px 12px;margin:8px 0}.finding.high{border-color:#cf222e}.finding.medium{border-color:#bf8700}
@@ -376,6 +511,8 @@ const JS: &str = r#"
     var page = document.documentElement, overflow = page.scrollWidth - page.clientWidth;
     var scrolled = Array.prototype.filter.call(document.querySelectorAll('.wide'), function(w){ return w.scrollWidth > w.clientWidth + 1; }).length;
     out.push('width=' + page.clientWidth, 'page_overflow=' + overflow, 'tables_scrolled=' + scrolled);
+    var nodes = Array.prototype.filter.call(document.querySelectorAll('svg.map g.node rect'), function(n){ var b = n.getBoundingClientRect(); return b.width > 0 && b.right <= page.clientWidth + 1; }).length;
+    out.push('map_nodes=' + nodes);
     var ok = up.length > 1 && sortedUp && sortedDown && bars > 0 && drawn >= 2 && overflow <= 0;
     var el = document.getElementById('selftest'); el.hidden = false; el.textContent = 'selftest: ' + (ok ? 'ok' : 'FAILED') + ' ' + out.join(' ');
   }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{AccessPattern, Group, Report};
+use super::{AccessPattern, Group, Operation, Report};
 
 /// Renders the report as Markdown.
 pub fn render(r: &Report) -> String {
@@ -26,34 +26,9 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "> **Incomplete data.** {loss}\n");
     }
 
-    let of =
-        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
-    let (data, system, other) = (of(Group::Application), of(Group::System), of(Group::Administration));
-    let _ = writeln!(s, "## Access patterns\n");
-    if data.is_empty() {
-        let _ = writeln!(s, "No reads or writes of the application's collections were seen.\n");
-    } else {
-        table(&mut s, &data);
-    }
-    if !system.is_empty() {
-        let _ = writeln!(
-            s,
-            "<details><summary>The server's own namespaces ({} shapes: system.*, admin, config, local; no advice)</summary>\n",
-            system.len()
-        );
-        table(&mut s, &system);
-        let _ = writeln!(s, "</details>\n");
-    }
-
-    let examples: Vec<(usize, &AccessPattern)> =
-        data.iter().enumerate().filter(|(_, p)| p.example.is_some()).map(|(i, p)| (i + 1, *p)).collect();
-    if !examples.is_empty() {
-        let _ = writeln!(s, "### Example values (shown because of --show-values)\n");
-        for (i, p) in examples {
-            let _ = writeln!(s, "- #{i}: `{}`", cell(&compact(p.example.as_ref().expect("filtered"), 400)));
-        }
-        let _ = writeln!(s);
-    }
+    summary(&mut s, r);
+    operations(&mut s, r);
+    relationships(&mut s, r);
 
     let _ = writeln!(s, "## Findings\n");
     if r.findings.is_empty() {
@@ -82,6 +57,35 @@ pub fn render(r: &Report) -> String {
         if let Some(fix) = &f.fix {
             let _ = writeln!(s, "Fix:\n\n```{}\n{fix}\n```\n", f.fix_language());
         }
+    }
+
+    let of =
+        |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
+    let (data, system, other) = (of(Group::Application), of(Group::System), of(Group::Administration));
+    let _ = writeln!(s, "## Access patterns (per query shape)\n");
+    if data.is_empty() {
+        let _ = writeln!(s, "No reads or writes of the application's collections were seen.\n");
+    } else {
+        table(&mut s, &data);
+    }
+    if !system.is_empty() {
+        let _ = writeln!(
+            s,
+            "<details><summary>The server's own namespaces ({} shapes: system.*, admin, config, local; no advice)</summary>\n",
+            system.len()
+        );
+        table(&mut s, &system);
+        let _ = writeln!(s, "</details>\n");
+    }
+
+    let examples: Vec<(usize, &AccessPattern)> =
+        data.iter().enumerate().filter(|(_, p)| p.example.is_some()).map(|(i, p)| (i + 1, *p)).collect();
+    if !examples.is_empty() {
+        let _ = writeln!(s, "### Example values (shown because of --show-values)\n");
+        for (i, p) in examples {
+            let _ = writeln!(s, "- #{i}: `{}`", cell(&compact(p.example.as_ref().expect("filtered"), 400)));
+        }
+        let _ = writeln!(s);
     }
 
     if !r.collections.is_empty() {
@@ -172,6 +176,157 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "- Last parse error: {}.", cell(e));
     }
     s
+}
+
+/// What a person acts on first: the findings by severity, and the guides' checklist
+/// question answered for the top operations.
+fn summary(s: &mut String, r: &Report) {
+    let _ = writeln!(s, "## Summary\n");
+    let count = |sev: &str| r.findings.iter().filter(|f| f.severity == sev).count();
+    let _ = writeln!(
+        s,
+        "- **{} findings**: {} high, {} medium, {} low.",
+        r.findings.len(),
+        count("high"),
+        count("medium"),
+        count("low")
+    );
+    for f in r.ranked_findings().into_iter().take(3) {
+        let what = f.headline().unwrap_or_else(|| f.namespace.clone());
+        let _ = writeln!(s, "  - `{}` ({}): {}", f.kind, f.severity, cell(&what));
+    }
+    let top: Vec<&Operation> = r.operations.iter().take(5).collect();
+    if !top.is_empty() {
+        let several: Vec<&&Operation> = top.iter().filter(|o| !o.one_round_trip).collect();
+        let answer = if several.is_empty() {
+            format!("Yes: each of the top {} needs one round trip to one collection.", top.len())
+        } else {
+            let named: Vec<String> = several
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} ({} round trips, {} collections)",
+                        o.name,
+                        o.round_trips.mean,
+                        o.collections.len()
+                    )
+                })
+                .collect();
+            format!("{} of the top {} need more: {}.", several.len(), top.len(), named.join("; "))
+        };
+        let _ = writeln!(
+            s,
+            "- **Do the top operations need only one document (or one targeted query)?** {}",
+            cell(&answer)
+        );
+    }
+    let _ = writeln!(s);
+}
+
+/// Operations shown before the rest fold.
+const SHOWN: usize = 20;
+
+/// The seeds' own table: Operation, Frequency, Data needed; then round trips and
+/// the collections touched. The busiest first; the rest folded.
+fn operations(s: &mut String, r: &Report) {
+    if r.operations.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Operations\n");
+    let _ = writeln!(
+        s,
+        "The application's units of work, grouped from each client's requests (transactions, values that flow from one reply into the next request, adjacency), as the guides ask them listed. ⚠ marks an operation that needs more than one round trip or more than one collection.\n"
+    );
+    let head = "| # | Operation | Frequency | Data needed | Round trips | Collections | Count | p50 / p99 ms | Apps |\n|---:|---|---|---|---:|---:|---:|---|---|";
+    let row = |s: &mut String, i: usize, o: &Operation| {
+        let needed: Vec<String> = o
+            .data_needed
+            .iter()
+            .map(|d| {
+                let coll = d.namespace.split_once('.').map_or(d.namespace.as_str(), |(_, c)| c);
+                if d.fields.is_empty() {
+                    coll.to_owned()
+                } else {
+                    format!("{coll}: {}", d.fields.join(", "))
+                }
+            })
+            .collect();
+        let lat = o.latency_ms.as_ref().map_or("-".to_owned(), |l| format!("{} / {}", ms(l.p50), ms(l.p99)));
+        let _ = writeln!(
+            s,
+            "| {} | {}{} | {} ({:.1}%, {:.2}/s) | {} | {} | {} | {}{} | {} | {} |",
+            i + 1,
+            if o.one_round_trip { "" } else { "⚠ " },
+            cell(&o.name),
+            o.frequency,
+            o.share * 100.0,
+            o.rate_per_s,
+            cell(&needed.join("; ")),
+            o.round_trips.mean,
+            o.collections.len(),
+            o.count,
+            if o.count_lower_bound { " (lower bound)" } else { "" },
+            lat,
+            cell(&o.apps.join(", ")),
+        );
+    };
+    let _ = writeln!(s, "{head}");
+    for (i, o) in r.operations.iter().enumerate().take(SHOWN) {
+        row(s, i, o);
+    }
+    if r.operations.len() > SHOWN {
+        let _ = writeln!(
+            s,
+            "\n<details><summary>{} more operations</summary>\n\n{head}",
+            r.operations.len() - SHOWN
+        );
+        for (i, o) in r.operations.iter().enumerate().skip(SHOWN) {
+            row(s, i, o);
+        }
+        let _ = writeln!(s, "\n</details>");
+    }
+    let _ = writeln!(s);
+}
+
+/// The relationship map (Mermaid) and each relationship's answers and verdict.
+fn relationships(s: &mut String, r: &Report) {
+    let Some(map) = super::map::mermaid(r) else { return };
+    let _ = writeln!(s, "## Relationships: embed or reference\n");
+    let _ = writeln!(s, "{map}");
+    let _ = writeln!(
+        s,
+        "| Parent → child | Link | Read together | Change together | Children per parent (p50 / max) | Parents per child (p50 / max) | Child writes per read | Verdict |\n|---|---|---:|---:|---|---|---:|---|"
+    );
+    for rel in &r.relationships {
+        let _ = writeln!(
+            s,
+            "| `{}` → `{}` | {} → {}{} | {:.0}% | {} | {} | {} | {:.2} | **{}**{} |",
+            cell(&rel.parent),
+            cell(&rel.child),
+            cell(&rel.link.parent_field),
+            cell(&rel.link.child_field),
+            if rel.via_lookup { " ($lookup)" } else { "" },
+            rel.read_together * 100.0,
+            rel.change_together.map_or("-".to_owned(), |c| format!("{:.0}%", c * 100.0)),
+            rel.children_per_parent.shown(),
+            rel.parents_per_child.shown(),
+            rel.child_writes_per_read,
+            rel.verdict.replace('_', " "),
+            if rel.copy_fields.is_empty() {
+                String::new()
+            } else {
+                format!(" (copy {})", rel.copy_fields.join(", "))
+            },
+        );
+    }
+    let _ = writeln!(s);
+    for rel in &r.relationships {
+        let _ = writeln!(s, "- `{}` → `{}`: {}", cell(&rel.parent), cell(&rel.child), rel.recommendation);
+        if let Some(sketch) = &rel.sketch {
+            let _ = writeln!(s, "  After: `{}`", cell(sketch));
+        }
+    }
+    let _ = writeln!(s);
 }
 
 fn table(s: &mut String, rows: &[&AccessPattern]) {

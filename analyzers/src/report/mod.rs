@@ -5,6 +5,7 @@
 pub mod gate;
 pub mod html;
 pub mod json;
+pub mod map;
 pub mod markdown;
 pub mod merge;
 
