@@ -32,7 +32,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,"
                   "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index,"
-                  "unknown_field")
+                  "unknown_field,embed_candidate,extended_reference_candidate")
+# A planted operation's count must be within this share of the count mongotap reports.
+OPERATION_TOLERANCE = 0.05
 CLIENT_TIMEOUT = 120
 
 started = []  # every process this runner started, for cleanup
@@ -161,7 +163,51 @@ def score(expect, findings, scored):
     return tp, pool, fn
 
 
+def steps_of(operation):
+    """An operation's steps as "collection command" (the database left out)."""
+    return [f"{st['namespace'].split('.', 1)[-1]} {st['command']}" for st in operation.get("steps", [])]
+
+
+def score_workload(scenario, report, db):
+    """(tp, fp, fn) for the scenario's planted operations and relationship verdicts.
+
+    - an expected operation {"steps": ["orders find", ...], "count": N} is a TP when an operation with those
+      steps (in order) was reported with a count within OPERATION_TOLERANCE of N, else an FN;
+    - an expected relationship {"parent", "child", "verdict"} (or "verdict_not": [...], for the controls) is a TP
+      when reported with that verdict, an FN when missing (unless "absent": true, which asks that it is not
+      reported), an FP when reported with a verdict it must not have.
+    """
+    tp, fp, fn = [], [], []
+    ops = report.get("operations") or []
+    for want in scenario.get("operations", []):
+        item = {"kind": "operation", "namespace": " then ".join(want["steps"]), "count": want["count"]}
+        hit = next((o for o in ops if steps_of(o) == want["steps"]), None)
+        if hit is not None and abs(hit["count"] - want["count"]) <= OPERATION_TOLERANCE * want["count"]:
+            tp.append(item)
+        else:
+            item["reported"] = hit["count"] if hit else None
+            fn.append(item)
+    rels = report.get("relationships") or []
+    for want in substitute(scenario.get("relationships", []), {"db": db}):
+        item = {"kind": "relationship", "namespace": f"{want['parent']} -> {want['child']}"}
+        hit = next((r for r in rels if r["parent"] == want["parent"] and r["child"] == want["child"]), None)
+        if want.get("absent"):
+            (fp if hit else tp).append({**item, "verdict": hit and hit["verdict"]})
+        elif hit is None:
+            fn.append(item)
+        elif "verdict" in want:
+            (tp if hit["verdict"] == want["verdict"] else fn).append({**item, "verdict": hit["verdict"]})
+        else:
+            (fp if hit["verdict"] in want["verdict_not"] else tp).append({**item, "verdict": hit["verdict"]})
+    return tp, fp, fn
+
+
 def describe(item):
+    if item.get("kind") == "operation":
+        return f"operation [{item['namespace']}] x{item['count']}" + (
+            f" (reported {item['reported']})" if "reported" in item else "")
+    if item.get("kind") == "relationship":
+        return f"relationship {item['namespace']}" + (f" verdict {item['verdict']}" if item.get("verdict") else "")
     text = f"{item.get('kind')} {item.get('namespace')}"
     if item.get("child_namespace") is not None or item.get("link") is not None:
         link = item.get("link") or {}
@@ -219,7 +265,7 @@ def run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths):
     findings = data.get("findings")
     if not isinstance(findings, list):
         raise ScenarioError(f"the report {report} has no findings array")
-    return findings, summary
+    return findings, summary, data
 
 
 def main():
@@ -271,13 +317,15 @@ def main():
             expect = substitute(scenario["expect"], {"db": name})
             t0 = time.monotonic()
             try:
-                findings, summary = run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths)
+                findings, summary, data = run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths)
             except ScenarioError as e:
                 failures += 1
                 rows.append((scenario, None))
                 print(f"ERROR {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  {e}", flush=True)
                 continue
             tp, fp, fn = score(expect, findings, scored)
+            w_tp, w_fp, w_fn = score_workload(scenario, data, name)
+            tp, fp, fn = tp + w_tp, fp + w_fp, fn + w_fn
             rows.append((scenario, (tp, fp, fn)))
             verdict = "ok  " if not fp and not fn else "FAIL"
             print(f"{verdict}  {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  "
@@ -316,8 +364,10 @@ def main():
     print("  per client (scenarios clean / total):")
     for client in clients:
         mine = [(s, r) for s, r in rows if s["client"] == client]
-        pos = [(s, r) for s, r in mine if s["expect"]]
-        neg = [(s, r) for s, r in mine if not s["expect"]]
+        positive = lambda s: s["expect"] or s.get("operations") or any(  # noqa: E731
+            "verdict" in r for r in s.get("relationships", []))
+        pos = [(s, r) for s, r in mine if positive(s)]
+        neg = [(s, r) for s, r in mine if not positive(s)]
         clean = lambda group: sum(1 for _, r in group if r is not None and not r[1] and not r[2])  # noqa: E731
         print(f"    {client:<12} positives {clean(pos)}/{len(pos)}  negatives {clean(neg)}/{len(neg)}")
     if args.keep:
