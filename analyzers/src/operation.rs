@@ -12,6 +12,9 @@ use crate::event::{ConnId, Micros};
 /// How reports name a client that sent no app name in its handshake.
 pub const NO_APP: &str = "(no app name)";
 
+/// Connection ids above this bit count tell the source (trace, capture) apart.
+pub const SOURCE_SHIFT: u32 = 40;
+
 /// Who is on the other end of a connection, learned from the accept and the handshake.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnInfo {
@@ -24,7 +27,8 @@ pub struct ConnInfo {
     /// `client.driver.name` and `version` from the handshake.
     pub driver: Option<String>,
     /// Who the client is across its pooled connections: a hash of its address
-    /// without the port, its app name and its driver name (see [`ConnInfo::keyed`]).
+    /// without the port, its app name, its driver name and the source it came
+    /// from (see [`ConnInfo::keyed`]).
     /// Drivers spread one request's queries over a pool, so detectors that follow
     /// sequences key their state by this, not by connection.
     pub client_key: u64,
@@ -36,6 +40,9 @@ impl ConnInfo {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         self.client.map(|a| a.ip()).hash(&mut h);
+        // Offline analysis numbers each source's connections from `index << 40`:
+        // two proxies' traces are two fleets of clients, whatever their addresses.
+        (self.id >> SOURCE_SHIFT).hash(&mut h);
         self.app_name.hash(&mut h);
         // The driver's name without its version: one application, one client.
         self.driver.as_deref().map(|d| d.split(' ').next().unwrap_or(d)).hash(&mut h);

@@ -9,6 +9,7 @@ pub mod tcp;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use mongotap_analyzers::operation::SOURCE_SHIFT;
 use mongotap_analyzers::pipeline::Pipeline;
 use mongotap_events::{Micros, TapEvent};
 
@@ -90,10 +91,10 @@ pub fn analyze(
     for (path, kind, source) in in_order(inputs)? {
         let path = &path;
         feeder.base = match feeder.sources.iter().position(|s| *s == source) {
-            Some(i) => (i as u64) << 40,
+            Some(i) => (i as u64) << SOURCE_SHIFT,
             None => {
                 feeder.sources.push(source);
-                ((feeder.sources.len() - 1) as u64) << 40
+                ((feeder.sources.len() - 1) as u64) << SOURCE_SHIFT
             }
         };
         let (before_events, before_dropped) = (feeder.events, feeder.dropped);

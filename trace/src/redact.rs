@@ -169,7 +169,18 @@ pub struct Redactor {
     values: bool,
     /// Per connection, the request ids of sensitive requests awaiting their replies.
     sensitive: HashMap<ConnId, Vec<i32>>,
+    /// Small whole numbers' stand-ins: a keyed shuffle of `0..SMALL` (the
+    /// negatives' magnitudes are shuffled apart), so a small number stays small.
+    /// Analysis tells a quantity from an id by its size; a redacted trace must
+    /// give the report the live analysis gave.
+    small: Vec<u16>,
+    small_negative: Vec<u16>,
 }
+
+/// Whole numbers below this magnitude keep a stand-in below it (the analyzers'
+/// bound for a small number).
+const SMALL: i64 = 1_000;
+const SMALLEST_NEGATIVE: i64 = 1 - SMALL;
 
 /// Sensitive requests remembered per connection (a driver has one in flight).
 const MAX_SENSITIVE_PENDING: usize = 16;
@@ -190,7 +201,28 @@ impl Redactor {
 
     /// A redactor under a given secret (tests).
     pub fn with_secret(secret: &[u8]) -> Redactor {
-        Redactor { key: hmac::Key::new(hmac::HMAC_SHA256, secret), values: true, sensitive: HashMap::new() }
+        let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+        let mut r = Redactor {
+            key,
+            values: true,
+            sensitive: HashMap::new(),
+            small: Vec::new(),
+            small_negative: Vec::new(),
+        };
+        r.small = r.shuffle(b's', SMALL as usize);
+        r.small_negative = r.shuffle(b'-', SMALL as usize - 1);
+        r
+    }
+
+    /// A keyed permutation of `0..n` (Fisher-Yates on keyed draws).
+    fn shuffle(&self, tag: u8, n: usize) -> Vec<u16> {
+        let mut p: Vec<u16> = (0..n as u16).collect();
+        for i in (1..p.len()).rev() {
+            let draw = self.bytes(tag, &(i as u32).to_le_bytes(), 4);
+            let j = u32::from_le_bytes(draw.try_into().unwrap_or_default()) as usize % (i + 1);
+            p.swap(i, j);
+        }
+        p
     }
 
     /// Forgets a connection.
@@ -513,11 +545,20 @@ impl Redactor {
         self.bytes(tag, input, input.len()).into_iter().map(|b| ALPHABET[b as usize % 36]).collect()
     }
 
-    /// An integral number's stand-in: non-negative and within int32, so it fits
-    /// every numeric type and equal numbers of different types stay equal.
+    /// An integral number's stand-in: within int32, so it fits every numeric
+    /// type and equal numbers of different types stay equal. A small number's
+    /// is small, of the same sign, and unique (a shuffle); a larger one's is a
+    /// keyed hash in `SMALL..2^31`.
     fn number(&self, v: i64) -> i32 {
-        let h = self.bytes(b'n', &v.to_le_bytes(), 4);
-        (u32::from_le_bytes(h.try_into().unwrap_or_default()) & 0x7fff_ffff) as i32
+        match v {
+            0..SMALL => i32::from(self.small[v as usize]),
+            SMALLEST_NEGATIVE..0 => -i32::from(self.small_negative[(-v - 1) as usize]) - 1,
+            _ => {
+                let h = self.bytes(b'n', &v.to_le_bytes(), 4);
+                let h = u32::from_le_bytes(h.try_into().unwrap_or_default()) & 0x7fff_ffff;
+                (SMALL as u32 + h % (0x7fff_ffff - SMALL as u32)) as i32
+            }
+        }
     }
 
     fn double(&self, v: f64) -> f64 {
@@ -928,6 +969,20 @@ mod tests {
             &msg(doc! {"find": "authors", "filter": {"_id": oid}, "$db": "b"}, 3, 0),
         );
         assert_ne!(child2.get_document("filter").unwrap().get("_id"), filter.get("_id"));
+    }
+
+    #[test]
+    fn small_numbers_stay_small_distinct_and_of_their_sign() {
+        let r = Redactor::with_secret(b"k");
+        let small: std::collections::HashSet<i32> = (-999..1000).map(|v| r.number(v)).collect();
+        assert_eq!(small.len(), 1999, "no two small numbers share a stand-in");
+        assert!((0..1000).all(|v| (0..1000).contains(&r.number(v))));
+        assert!((-999..0).all(|v| (-999..0).contains(&r.number(v))));
+        assert!((0..100).any(|v| r.number(v) != v as i32), "shuffled");
+        for v in [1000, -1000, 1 << 40, i64::MIN, i64::MAX] {
+            assert!(r.number(v) >= 1000, "{v} is no small number and gets none");
+        }
+        assert_eq!(r.double(7.0), f64::from(r.number(7)), "a whole double is the same number");
     }
 
     #[test]

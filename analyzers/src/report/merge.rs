@@ -164,7 +164,8 @@ fn merge_operations(reports: &[Report], seconds: f64) -> Vec<crate::workload::op
 }
 
 /// Relationships by link: the one the most operations followed (their figures
-/// are not recomputed: the reports keep no sketches of values).
+/// are not recomputed: the reports keep no sketches of values, so a link that no
+/// report followed often enough to judge stays unjudged in the merge too).
 fn merge_relationships(reports: &[Report]) -> Vec<crate::workload::relationships::Relationship> {
     let following = |r: &crate::workload::relationships::Relationship| {
         r.evidence.get("operations_following_it").and_then(serde_json::Value::as_u64).unwrap_or(0)
@@ -258,9 +259,18 @@ fn union(a: &[String], b: &[String]) -> Vec<String> {
     v
 }
 
-/// What a finding is about: its kind, namespace and kind-specific subject.
+/// What a finding is about: its kind, namespace and kind-specific subject (the
+/// relationship map's verdict on its link is a note, not its subject: a report
+/// that judged the link and one that did not speak of the same finding).
 fn subject(f: &Finding) -> String {
-    format!("{}\u{1}{}\u{1}{}", f.kind, f.namespace, serde_json::to_string(&f.extra).unwrap_or_default())
+    let mut extra = f.extra.clone();
+    extra.remove("relationships");
+    format!("{}\u{1}{}\u{1}{}", f.kind, f.namespace, serde_json::to_string(&extra).unwrap_or_default())
+}
+
+/// Whether a finding carries the relationship map's verdict on its link.
+fn judged(f: &Finding) -> bool {
+    f.extra.contains_key("relationships")
 }
 
 fn severity_rank(s: &str) -> u8 {
@@ -285,8 +295,10 @@ fn merge_findings(reports: &[Report]) -> Vec<Finding> {
             Some((kept, total, reports)) => {
                 *total += count;
                 *reports += 1;
-                let better = (severity_rank(&f.severity), count)
+                // The one with the verdict on its link, then the most severe and frequent.
+                let better = (judged(f), severity_rank(&f.severity), count)
                     > (
+                        judged(kept),
                         severity_rank(&kept.severity),
                         kept.evidence.get("count").and_then(Value::as_u64).unwrap_or(0),
                     );

@@ -288,9 +288,15 @@ impl Relationships {
         let reads_on = |ns: &str| -> u64 {
             rows.iter().filter(|r| r.namespace == ns && r.category == Category::Read).map(|r| r.count).sum()
         };
+        // The fields the read path uses, from its projections and pipelines. A find
+        // without a projection returns whole documents, whatever the page shows of
+        // them (Mongoose's `__v` included): when no read says, the fields are
+        // unknown, and no list of them is offered.
+        let says_fields =
+            |r: &&&crate::table::Row| r.command == "aggregate" || r.shape.get("projection").is_some();
         let fields_of = |shapes: &BTreeSet<ShapeId>| -> Vec<String> {
             let mut f: BTreeSet<String> = BTreeSet::new();
-            for r in rows.iter().filter(|r| shapes.contains(&r.id)) {
+            for r in rows.iter().filter(|r| shapes.contains(&r.id)).filter(says_fields) {
                 f.extend(r.fields_read.iter().filter(|x| *x != "_id").cloned());
             }
             f.into_iter().collect()
@@ -383,7 +389,10 @@ impl Relationships {
 /// The parent document with the copied fields: beside the reference in each
 /// element of an array of references, or in a sub-document for one reference.
 fn extended_sketch(parent_field: &str, copy: &[String]) -> String {
-    let copied = copy.iter().map(|f| format!("{f}: ...")).collect::<Vec<_>>().join(", ");
+    let copied = match copy {
+        [] => "/* the fields the page shows */".to_owned(),
+        _ => copy.iter().map(|f| format!("{f}: ...")).collect::<Vec<_>>().join(", "),
+    };
     match parent_field.split_once('.') {
         Some((array, reference)) if !reference.starts_with('$') => {
             format!(
@@ -490,6 +499,12 @@ impl Figures {
         if (shared || via_lookup) && !copied_volatile && copy {
             return ("extended_reference", fields.to_vec());
         }
+        // Whole documents read (no projection, or a $lookup keeping them whole) show
+        // no fields to copy: still the extended reference (read together, rarely
+        // written), the fields to be named by whoever knows the page.
+        if (shared || via_lookup) && fields.is_empty() && !volatile {
+            return ("extended_reference", Vec::new());
+        }
         ("reference", Vec::new())
     }
 
@@ -536,8 +551,9 @@ impl Figures {
                 Some(format!("{{ _id: ..., /* {parent}'s fields */, {child}: [ {{ /* the {child} fields, without {} */ }} ] }}", k.child_field)),
             ),
             "extended_reference" => (
-                format!("Copy {} of {child} into {parent} (an extended reference): {facts}. The child is shared and rarely written, so the copy is cheap to keep up to date; keep {} for everything else.",
+                format!("Copy {} of {child} into {parent} (an extended reference): {facts}. The child is {} and rarely written, so the copy is cheap to keep up to date; keep {} for everything else.",
                     if copy_fields.is_empty() { "the fields the page shows".to_owned() } else { copy_fields.join(", ") },
+                    if via_lookup { "joined on every read" } else { "shared" },
                     k.parent_field),
                 Some(extended_sketch(&k.parent_field, &copy_fields)),
             ),
@@ -653,7 +669,8 @@ pub(crate) fn reconcile(
     for (i, r) in relationships.iter().enumerate() {
         let kind = match r.verdict.as_str() {
             "embed" => "embed_candidate",
-            "extended_reference" => "extended_reference_candidate",
+            // Without fields to copy there is no fix to paste: the $lookup finding says it.
+            "extended_reference" if !r.copy_fields.is_empty() => "extended_reference_candidate",
             _ => continue,
         };
         if told[i] {

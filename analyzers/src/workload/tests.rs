@@ -155,3 +155,91 @@ fn a_quantity_equal_to_an_id_links_nothing() {
     assert!(ops.contains(&(steps(&["carts find"]), 5)), "{ops:?}");
     assert!(ops.contains(&(steps(&["products find"]), 5)), "{ops:?}");
 }
+
+#[test]
+fn a_hot_document_written_back_to_back_is_one_operation_per_write() {
+    // A viral product: its reviews pushed one request after another, each within
+    // the gap of the last. The product's id links the first push to the insert;
+    // every later push asks it again, more often than one document carried it.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "shop", "PyMongo 4.20.1");
+    let id = bson::oid::ObjectId::from_bytes([9; 12]);
+    s.exchange(
+        c,
+        doc! {"insert": "products", "documents": [{"_id": id, "name": "pen", "reviews": []}], "$db": "shop"},
+        doc! {"n": 1, "ok": 1.0},
+    );
+    for i in 0..20 {
+        s.update(c, "shop.products", doc! {"_id": id}, doc! {"$push": {"reviews": {"stars": i % 5}}});
+        s.wait_ms(5);
+    }
+    let ops = operations(s);
+    assert!(ops.contains(&(steps(&["products insert", "products update"]), 1)), "{ops:?}");
+    assert!(ops.contains(&(steps(&["products update"]), 19)), "{ops:?}");
+}
+
+#[test]
+fn a_page_whose_posts_share_authors_is_one_operation() {
+    // Twelve posts by three authors, each post's author read (no cache, as a lazy
+    // reference does): an author is asked as often as posts carried it.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "blog", "PyMongo 4.20.1");
+    for page in 0..6i64 {
+        let posts: Vec<Document> = (0..12).map(|i| order(page * 100 + i, i % 3 + 1)).collect();
+        s.find(c, "blog.orders", doc! {"status": "open"}, posts);
+        for i in 0..12 {
+            let cust = customer(i % 3 + 1);
+            s.find_one(c, "blog.customers", doc! {"_id": cust.get_object_id("_id").unwrap()}, Some(cust));
+        }
+        s.wait_ms(300);
+    }
+    assert_eq!(operations(s), vec![(steps(&["orders find", "customers find"]), 6)]);
+}
+
+#[test]
+fn a_page_read_then_updated_links_the_update_to_the_post_not_to_an_author_with_the_same_id() {
+    // Test data: post i written by user i. The update of post i asks _id i, which the
+    // author read returned too, later: the update is of the post the page read.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "blog", "PyMongo 4.20.1");
+    for page in 0..5i64 {
+        for i in page * 10..page * 10 + 3 {
+            s.find_one(c, "blog.posts", doc! {"slug": format!("p{i}")}, Some(doc! {"_id": i, "authorId": i}));
+            s.find_one(c, "blog.users", doc! {"_id": i}, Some(doc! {"_id": i, "name": "someone"}));
+            s.update(c, "blog.posts", doc! {"_id": i}, doc! {"$inc": {"views": 1}});
+        }
+        s.wait_ms(300);
+    }
+    let p = s.run();
+    let ops = p.workload().operations(p.table(), 1.0);
+    let update =
+        ops.iter().flat_map(|o| &o.steps).find(|s| s.command == "update").expect("the update is a step");
+    let link = update.link.as_ref().expect("linked");
+    assert_eq!((link.parent_field.as_str(), link.from_step), ("_id", 0), "{ops:#?}");
+}
+
+#[test]
+fn a_concurrent_profile_read_does_not_take_the_pages_author_read() {
+    // One client: a page (posts, then their authors by $in) while other requests
+    // read profiles, one of which returned an author of the page just before.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "blog", "PyMongo 4.20.1");
+    for page in 0..12i64 {
+        let author = customer(page % 4 + 1);
+        let author_id = author.get_object_id("_id").unwrap();
+        let posts: Vec<Document> = (0..3).map(|i| order(page * 10 + i, page % 4 + 1)).collect();
+        s.find(c, "blog.orders", doc! {"status": "open"}, posts);
+        s.find_one(c, "blog.customers", doc! {"_id": author_id}, Some(author.clone()));
+        s.find(c, "blog.customers", doc! {"_id": {"$in": [author_id]}}, vec![author]);
+        s.wait_ms(300);
+    }
+    let p = s.run();
+    let ops = p.workload().operations(p.table(), 1.0);
+    let batch = ops
+        .iter()
+        .flat_map(|o| &o.steps)
+        .filter(|s| s.link.is_some())
+        .map(|s| s.link.as_ref().unwrap().parent_field.clone())
+        .collect::<Vec<_>>();
+    assert!(batch.iter().all(|f| f == "customerId"), "{batch:?} {ops:#?}");
+}

@@ -89,6 +89,9 @@ pub(crate) struct Step {
     pub values: u32,
     /// (child value, parent document) pairs it followed: who shares what.
     pub pairs: Vec<(u64, u64)>,
+    /// Documents of it whose values were looked at (fewer than `docs` when a reply
+    /// was long): how often a value was carried is then estimated.
+    pub looked: u64,
 }
 
 /// An operation in progress.
@@ -107,8 +110,10 @@ pub(crate) struct Unit {
     pub steps_refused: u32,
     /// Events were dropped while it ran: it may miss steps.
     pub lossy: bool,
-    /// Linked values it asked for, per step, to count distinct ones.
-    seen: Vec<(u8, u64)>,
+    /// Linked values each step asked for, and how often: distinct ones are
+    /// counted, and a value asked more often than documents carried it is a loop
+    /// starting over, not this operation's next step.
+    asks: Vec<(u8, u64, u16)>,
     /// A later request started the same operation over: it joins no request by
     /// adjacency any more.
     superseded: bool,
@@ -130,7 +135,7 @@ impl Unit {
             conn,
             steps_refused: 0,
             lossy: false,
-            seen: Vec::new(),
+            asks: Vec::new(),
             superseded: false,
         }
     }
@@ -160,6 +165,7 @@ impl Unit {
             docs: 0,
             values: 0,
             pairs: Vec::new(),
+            looked: 0,
         });
         Some((self.steps.len() - 1) as u8)
     }
@@ -178,9 +184,43 @@ impl Unit {
         }
     }
 
-    /// Whether the unit repeats `shape` as an unlinked step: a loop starting over.
-    fn repeats(&self, shape: ShapeId) -> bool {
-        self.steps.iter().any(|s| s.shape == shape && s.link.is_none())
+    /// Whether the unit repeats `shape` as an unlinked step, or as a linked step
+    /// asking a value it asked already: a loop starting over.
+    fn repeats(&self, shape: ShapeId, asked: &[(u32, u64, bool)]) -> bool {
+        self.steps.iter().enumerate().any(|(i, s)| {
+            s.shape == shape
+                && (s.link.is_none() || asked.iter().any(|(_, h, _)| self.asked(i as u8, *h) > 0))
+        })
+    }
+
+    /// How often step `step` asked value `h`.
+    fn asked(&self, step: u8, h: u64) -> u16 {
+        self.asks.iter().find(|a| a.0 == step && a.1 == h).map_or(0, |a| a.2)
+    }
+
+    /// Whether a request of `shape` may still take `h` from `source`: a value one
+    /// document carried is asked once by the step it feeds, one that `n`
+    /// documents carried `n` times (a page's posts sharing an author), a value
+    /// carried by more documents than are remembered any number of times.
+    fn fresh(&self, shape: ShapeId, h: u64, source: &Source, field: u32) -> bool {
+        let link = Some(Link { from: source.step, path: source.path, field });
+        let Some(step) = self.steps.iter().position(|s| s.shape == shape && s.link == link) else {
+            return true;
+        };
+        let carried = self.values.get(&h).map_or(0, |sources| {
+            sources.iter().filter(|s| s.step == source.step && s.path == source.path && s.doc != 0).count()
+                as u64
+        });
+        if carried >= PARENTS_PER_VALUE as u64 {
+            return true;
+        }
+        // Of a long reply only some documents were looked at: as many again in the rest.
+        let from = &self.steps[usize::from(source.step)];
+        let carried = match from.looked {
+            0 => carried,
+            looked => (carried * from.docs.max(looked)).div_ceil(looked),
+        };
+        u64::from(self.asked(step as u8, h)) < carried.max(1)
     }
 }
 
@@ -405,9 +445,19 @@ impl Units {
         let open = self.clients.entry(key).or_default();
         // 1. The transaction's unit.
         let mut joined = txn.and_then(|t| open.iter().position(|u| u.txn == Some(t)));
-        // 2. The newest unit holding one of the values asked for.
+        // 2. The newest unit holding one of the values asked for; before it, an older
+        // one that holds it the way this request uses it (see `fits` below): a
+        // concurrent profile read that returned one of the page's authors must not
+        // take the page's author read.
         if joined.is_none() {
+            let mut best: Option<(bool, usize, Link, u64)> = None;
             'units: for (i, u) in open.iter().enumerate().rev() {
+                // A unit that began with this shape is not continued by it: that is
+                // the loop starting over (a page read, its document updated, read
+                // again for the next request), whatever value it shares.
+                if u.steps.first().is_some_and(|s| s.shape == shape) {
+                    continue;
+                }
                 for (field, h, small) in &asked {
                     let Some(sources) = u.values.get(h) else { continue };
                     // A document that carried the value, before the request that asked it;
@@ -420,27 +470,55 @@ impl Units {
                             && (!small || s.id_like)
                             && u.steps.get(usize::from(s.step)).is_some_and(|st| st.shape != shape)
                     };
+                    // A write fits the document itself, when its own collection
+                    // returned it at the field asked (a post read, then updated by its
+                    // _id), rather than another collection's document whose id
+                    // coincides; a read fits another collection's reference, not its
+                    // own collection's document (that is the same read again). Then
+                    // the latest document that carried it: a value flows from the
+                    // step that handed it over last (a page's posts, not their insert).
+                    let fits = |s: &&Source| {
+                        let itself = s.path == *field
+                            && u.steps.get(usize::from(s.step)).is_some_and(|st| *st.namespace == *ns);
+                        itself == write
+                    };
                     let Some(source) = sources
                         .iter()
                         .filter(usable)
-                        .find(|s| s.doc != 0)
-                        .or_else(|| sources.iter().find(usable))
+                        .filter(|s| s.doc != 0)
+                        .max_by_key(|s| (fits(s), s.step))
+                        .or_else(|| sources.iter().filter(usable).max_by_key(|s| (fits(s), s.step)))
                     else {
                         continue;
                     };
-                    link = Some((Link { from: source.step, path: source.path, field: *field }, *h));
-                    // The source's shape carries values at this path: follow it there.
-                    if let Some(c) =
-                        u.steps.get(usize::from(source.step)).and_then(|s| self.carriers.get_mut(&s.shape))
-                    {
-                        let name = self.paths.name(source.path).as_bytes();
-                        if c.linked.len() < 8 && !c.linked.iter().any(|p| &p[..] == name) {
-                            c.linked.push(name.into());
-                        }
+                    if !u.fresh(shape, *h, source, *field) {
+                        continue; // asked as often as it was carried: not this unit's
                     }
-                    joined = Some(i);
-                    break 'units;
+                    let fit = fits(&source);
+                    if !fit && !write {
+                        continue; // a read of what its own collection returned: no link
+                    }
+                    if best.is_none_or(|b| fit && !b.0) {
+                        best =
+                            Some((fit, i, Link { from: source.step, path: source.path, field: *field }, *h));
+                    }
+                    if fit {
+                        break 'units;
+                    }
                 }
+            }
+            if let Some((_, i, l, h)) = best {
+                link = Some((l, h));
+                // The source's shape carries values at this path: follow it there.
+                if let Some(c) =
+                    open[i].steps.get(usize::from(l.from)).and_then(|s| self.carriers.get_mut(&s.shape))
+                {
+                    let name = self.paths.name(l.path).as_bytes();
+                    if c.linked.len() < 8 && !c.linked.iter().any(|p| &p[..] == name) {
+                        c.linked.push(name.into());
+                    }
+                }
+                joined = Some(i);
             }
         }
         // 3. The one unit active now, unless this starts it over.
@@ -449,7 +527,7 @@ impl Units {
                 now.saturating_sub(open[*i].last) <= gap && open[*i].txn.is_none() && !open[*i].superseded
             });
             if let (Some(only), None) = (active.next(), active.next()) {
-                if open[only].repeats(shape) {
+                if open[only].repeats(shape, &asked) {
                     // The loop starting over: that operation takes no more requests by
                     // adjacency (its values may still link its own next steps, which a
                     // concurrent request may have come between).
@@ -498,9 +576,11 @@ impl Units {
         if let Some((l, _)) = link {
             for (_, h, _) in &asked {
                 let Some(sources) = u.values.get(h) else { continue };
-                if !sources.iter().any(|s| s.step == l.from && s.path == l.path)
-                    || u.seen.contains(&(step, *h))
-                {
+                if !sources.iter().any(|s| s.step == l.from && s.path == l.path) {
+                    continue;
+                }
+                if let Some(a) = u.asks.iter_mut().find(|a| a.0 == step && a.1 == *h) {
+                    a.2 = a.2.saturating_add(1);
                     continue;
                 }
                 let parents: Vec<u64> = sources
@@ -508,8 +588,8 @@ impl Units {
                     .filter(|s| s.step == l.from && s.path == l.path && s.doc != 0)
                     .map(|s| s.doc)
                     .collect();
-                if u.seen.len() < MAX_VALUES {
-                    u.seen.push((step, *h));
+                if u.asks.len() < MAX_VALUES {
+                    u.asks.push((step, *h, 1));
                 }
                 let s = &mut u.steps[usize::from(step)];
                 s.values += 1;
@@ -537,6 +617,8 @@ impl Units {
             return;
         }
         let (docs, only) = if whole { (DOCS_PER_REPLY, None) } else { (DOCS_AT_PATHS, Some(&c.linked[..])) };
+        let looked = (op.docs_returned as usize).max(v.inserts().len()).min(docs);
+        u.steps[usize::from(step)].looked += looked as u64;
         // The documents of a reply mostly have the same fields in the same order:
         // the path interned at the same position is tried first (a comparison)
         // before the interning map (a hash and a probe).
