@@ -1,5 +1,6 @@
-"""What every example shares: `app.py URI DBNAME bad|fixed`, a fresh database, and a check."""
+"""What every example shares: `app.py URI DBNAME bad|fixed`, a fresh database, a check, a user's pause."""
 import sys
+import time
 
 import pymongo
 
@@ -17,3 +18,9 @@ def start(name):
 def check(cond, what):
     if not cond:
         sys.exit(f"check failed: {what}")
+
+
+def think():
+    """A user between two page views: longer than the 50 ms that separates one
+    operation from the next, so each page view is counted as an operation of its own."""
+    time.sleep(0.06)

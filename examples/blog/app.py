@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("blog")
 user_ids = db.users.insert_many([{"name": f"User {i}", "email": f"user{i}@example.com"}
@@ -48,6 +48,7 @@ def comment(post_id, n):
 
 
 for page in range(10):
+    think()
     check(all(p["author"] for p in front_page(page)), "a post without its author")
 viral = post_ids[0]
 for n in range(330):  # the viral post gets 300 comments; five others get 6 each

@@ -13,13 +13,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("display_name")
 db.users.insert_many([{"_id": u, "name": f"User {u}"} for u in range(1, 11)])
 db.comments.insert_many([{"postId": 1 + c % 200, "authorId": 1 + c % 10, "authorName": f"User {1 + c % 10}",
                           "text": f"Comment {c}"} for c in range(1500)])
 for u in range(1, 7):
+    think()
     name = f"Renamed {u}"
     db.users.update_one({"_id": u}, {"$set": {"name": name}})
     if version == "bad":

@@ -13,7 +13,7 @@ import sys
 import pymongo
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("order_history")
 db.orders.insert_many([{"customerId": i % 20, "status": "shipped" if (i // 20) % 2 == 0 else "open",
@@ -22,6 +22,7 @@ db.orders.create_index([("createdAt", pymongo.ASCENDING)])
 if version == "fixed":
     db.orders.create_index([("customerId", 1), ("status", 1), ("createdAt", -1)])
 for i in range(30):
+    think()
     page = list(db.orders.find({"customerId": i % 20, "status": "shipped"}).sort("createdAt", -1).limit(10))
     check(len(page) == 10, f"a history page of {len(page)} orders")
 print(f"{version}: 30 order-history pages")

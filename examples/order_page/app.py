@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("order_page")
 customers = [{"_id": c, "name": f"Customer {c}", "city": f"City {c % 7}", "email": f"c{c}@example.com"}
@@ -63,6 +63,7 @@ else:
         return page
 
 for i in range(60):
+    think()
     page = order_page((i * 37) % 150)  # 60 different orders
     check(page is not None, "an order is missing")
 print(f"{version}: 60 order pages")

@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("order_updates")
 
@@ -37,6 +37,7 @@ def add_line(order_id, new):
 
 
 for i in range(40):
+    think()
     check(add_line(ids[i % 5], line(90_000 + i)).modified_count == 1, "an order was not updated")
 check(all(len(o["lines"]) == 18 for o in db.orders.find()), "an order does not have 18 lines")
 print(f"{version}: 40 lines added to 5 orders")

@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from common import check, start  # noqa: E402
+from common import check, start, think  # noqa: E402
 
 db, version = start("sensors")
 if version == "bad":
@@ -33,6 +33,7 @@ for i in range(1500):
         db.readings.update_one({"sensorId": sensor_id, "hour": hour, "count": {"$lt": 200}},
                                {"$push": {"r": {"t": ts, "v": value}}, "$inc": {"count": 1}}, upsert=True)
 for sensor in range(20):  # the dashboard: one chart per sensor
+    think()
     chart = list(db.readings.find({"sensorId": f"sensor-{sensor:02d}"}))
     points = len(chart) if version == "bad" else sum(b["count"] for b in chart)
     check(points == 75, f"sensor {sensor} has {points} readings")
