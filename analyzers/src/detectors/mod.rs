@@ -42,8 +42,9 @@ use crate::view::{OpView, ShapeId};
 
 pub use thresholds::Thresholds;
 
-/// Every finding kind of the report contract (`REPORT-CONTRACT.md`), whether or not
-/// a detector reports it yet: the CI gate accepts these and rejects anything else.
+/// Every finding kind a detector or the relationship map reports: the CI gate
+/// accepts these and rejects anything else, `/metrics` counts each, and
+/// `mongotap detectors` lists them (each has its page under `docs/findings/`).
 pub const KINDS: &[&str] = &[
     "n_plus_one",
     "redundant_query",
@@ -57,7 +58,8 @@ pub const KINDS: &[&str] = &[
     "bucket_candidate",
     "large_document",
     "over_fetch",
-    "unindexed_regex",
+    "embed_candidate",
+    "extended_reference_candidate",
     "unknown_field",
 ];
 

@@ -603,7 +603,7 @@ impl Thresholds {
     /// The thresholds as TOML for the `[detectors]` table, each with its meaning and source.
     pub fn to_toml_comments(&self) -> String {
         let values = serde_json::to_value(self).expect("thresholds serialise");
-        let mut s = String::from("[detectors]\n");
+        let mut s = format!("# finding kinds: {}\n[detectors]\n", super::KINDS.join(", "));
         for d in DOCS {
             s.push_str(&format!("# {}\n# source: {}\n{} = {}\n", d.meaning, d.source, d.key, values[d.key]));
         }

@@ -288,16 +288,15 @@ impl Relationships {
         let reads_on = |ns: &str| -> u64 {
             rows.iter().filter(|r| r.namespace == ns && r.category == Category::Read).map(|r| r.count).sum()
         };
-        // The fields the read path uses, from its projections and pipelines. A find
-        // without a projection returns whole documents, whatever the page shows of
-        // them (Mongoose's `__v` included): when no read says, the fields are
-        // unknown, and no list of them is offered.
-        let says_fields =
-            |r: &&&crate::table::Row| r.command == "aggregate" || r.shape.get("projection").is_some();
+        // The fields the read path uses: those its projections, pipelines and replies
+        // show, without the ODMs' bookkeeping (Mongoose's version key `__v`,
+        // mongoengine's class name `_cls`), which no page shows and no copy needs.
         let fields_of = |shapes: &BTreeSet<ShapeId>| -> Vec<String> {
             let mut f: BTreeSet<String> = BTreeSet::new();
-            for r in rows.iter().filter(|r| shapes.contains(&r.id)).filter(says_fields) {
-                f.extend(r.fields_read.iter().filter(|x| *x != "_id").cloned());
+            for r in rows.iter().filter(|r| shapes.contains(&r.id)) {
+                f.extend(
+                    r.fields_read.iter().filter(|x| !matches!(x.as_str(), "_id" | "__v" | "_cls")).cloned(),
+                );
             }
             f.into_iter().collect()
         };
@@ -305,7 +304,7 @@ impl Relationships {
         keys.sort();
         for k in keys {
             let s = &self.stats[k];
-            if s.units < t.relationship_min_operations {
+            if s.units < t.relationship_min_operations || gridfs(&k.parent) || gridfs(&k.child) {
                 continue;
             }
             let parent_units = self.units_reading.get(&k.parent).copied().unwrap_or(0).max(s.read_together);
@@ -451,6 +450,14 @@ struct Figures {
 
 /// Whether an update shape changes one of `fields` (a replacement or a pipeline
 /// changes them all).
+/// A GridFS bucket's collection (`fs.files`, `fs.chunks`): its layout is the
+/// driver's, not a relationship of the model to judge (storing small files in the
+/// document instead is `over_fetch`'s advice).
+fn gridfs(ns: &str) -> bool {
+    let coll = ns.split_once('.').map_or(ns, |(_, c)| c);
+    coll.ends_with(".files") || coll.ends_with(".chunks")
+}
+
 fn touches(shape: &Value, fields: &[String]) -> bool {
     let Some(update) = shape.get("update") else { return true };
     let Some(ops) = update.get("operators").and_then(Value::as_object) else { return true };
