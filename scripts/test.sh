@@ -28,6 +28,8 @@ if [ -x scripts/smoke.sh ]; then
   stage "client smoke tests (pymongo, mongoengine, Node driver, Mongoose, mongosh)" ./scripts/smoke.sh
 fi
 cargo build --quiet --bin mongotap
+stage "docs: every relative link resolves, every finding kind has its page" \
+  python3 docs/check_links.py target/debug/mongotap
 # A short soak; the long one is a benchmark (bench/soak.sh).
 stage "soak, 45 s (pymongo threads, connection churn, the Node driver; every byte compared at both ends; RSS and descriptors flat)" \
   .venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak

@@ -2,8 +2,8 @@
 //! messages go through a relay that records what mongotap forwarded: each must be
 //! forwarded byte for byte, its connection's analysis stopped with a counted parse
 //! error (or, where the message can be read, analysed), and another client served
-//! right after. Then a slow client and the connection cap. The README's
-//! hostile-input table points here.
+//! right after. Then a slow client and the connection cap. The hostile-input table
+//! in docs/guarantees.md points here.
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! The trace file format, version 1 (documented in the README, "Trace files").
+//! The trace file format, version 1 (documented in docs/capture-and-offline.md, "Trace files").
 //!
 //! A trace is a sequence of zstd frames (so `zstd -dc` reads it whole); each frame
 //! holds whole records, and is written at once, so a crash loses at most the frame

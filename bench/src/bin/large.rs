@@ -10,7 +10,7 @@ use mongotap_bench::rss_kib;
 
 const DOC_BYTES: usize = 16_000_000;
 
-/// The process's own memory, the budget aside (README, "Memory").
+/// The process's own memory, the budget aside (docs/guarantees.md, "Bounded memory").
 const BASE_MIB: f64 = 16.0;
 
 fn loadgen(addr: &str, conns: &str, secs: &str) -> f64 {
@@ -46,7 +46,7 @@ async fn main() {
     let dropped = proxy.shared().tap.dropped() - dropped_before;
     drop(guard);
     let mb = |ops: f64| ops * DOC_BYTES as f64 / 1e6;
-    // The documented bound (README, "Memory"): the tap budget, plus the process's
+    // The documented bound (docs/guarantees.md, "Bounded memory"): the tap budget, plus the process's
     // base, plus at most 256 KiB per connection and direction outside the budget.
     let bound_mib = tap_mb as f64 + BASE_MIB + conns.parse::<f64>().unwrap_or(0.0) * 0.5;
     let within = peak as f64 / 1024.0 <= bound_mib;
