@@ -161,14 +161,35 @@ pub fn walk_links(doc: &RawDocument, path: &mut Vec<u8>, f: &mut dyn FnMut(At<'_
 }
 
 /// [`walk_links`], but only for the values at the paths in `only`: the walk does not
-/// go into a sub-document or array that leads to none of them.
+/// go into a sub-document or array that leads to none of them. Top-level paths
+/// (`authorId`, `_id`: most links) are looked up without building paths, and the
+/// look-up stops once each has been met.
 pub fn walk_links_at<P: AsRef<[u8]>>(
     doc: &RawDocument,
     only: &[P],
     path: &mut Vec<u8>,
     f: &mut dyn FnMut(At<'_>, &Element<'_>),
 ) {
-    Walk { only: Some(only), f }.doc(doc, path, None, 0)
+    if only.len() > 8 || only.iter().any(|w| w.as_ref().contains(&b'.')) {
+        return Walk { only: Some(only), f }.doc(doc, path, None, 0);
+    }
+    let mut left = only.len();
+    for e in element::elements(doc) {
+        if left == 0 {
+            break;
+        }
+        if !only.iter().any(|w| w.as_ref() == e.key) {
+            continue;
+        }
+        left -= 1;
+        let base = path.len();
+        if base > 0 {
+            path.push(b'.');
+        }
+        path.extend_from_slice(e.key);
+        Walk { only: Some(only), f: &mut *f }.value(e, path, None, 0);
+        path.truncate(base);
+    }
 }
 
 struct Walk<'w, 'f, P> {
@@ -339,6 +360,20 @@ mod tests {
             only.push(String::from_utf8_lossy(at.path).into_owned())
         });
         assert_eq!(only, ["items.p", "m.x.p"]);
+        // Top-level paths take the short way, with the same result as the whole walk.
+        let d = raw(doc! {"_id": 1, "tags": ["a", "b"], "authorId": 7, "m": {"authorId": 8}, "ids": [1, 2]});
+        let wanted: [&[u8]; 3] = [b"authorId", b"ids", b"tags"];
+        let (mut short, mut whole) = (Vec::new(), Vec::new());
+        walk_links_at(&d, &wanted, &mut Vec::new(), &mut |at, e| {
+            short.push((String::from_utf8_lossy(at.path).into_owned(), at.array, e.value.to_vec()))
+        });
+        walk_links(&d, &mut Vec::new(), &mut |at, e| {
+            if wanted.contains(&at.path) {
+                whole.push((String::from_utf8_lossy(at.path).into_owned(), at.array, e.value.to_vec()))
+            }
+        });
+        assert_eq!(short, whole);
+        assert_eq!(short.len(), 5, "{short:?}");
     }
 
     #[test]

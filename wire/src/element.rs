@@ -76,11 +76,13 @@ impl<'a> Element<'a> {
 }
 
 /// The elements of `doc`, in order.
+#[inline]
 pub fn elements(doc: &RawDocument) -> Elements<'_> {
     Elements { b: doc.as_bytes(), at: 4 }
 }
 
 /// The element of `doc` named `key`, if any.
+#[inline]
 pub fn find<'a>(doc: &'a RawDocument, key: &str) -> Option<Element<'a>> {
     elements(doc).find(|e| e.key == key.as_bytes())
 }
@@ -93,19 +95,34 @@ pub struct Elements<'a> {
 }
 
 impl<'a> Elements<'a> {
+    #[inline]
     fn i32_at(&self, i: usize) -> Option<usize> {
         let n = i32::from_le_bytes(self.b.get(i..i + 4)?.try_into().ok()?);
         usize::try_from(n).ok()
     }
 
+    /// The length of the C string at `i` (to its NUL). Keys are short and the
+    /// document goes on after them: eight bytes are tested at a time.
+    #[inline]
     fn cstring_len(&self, i: usize) -> Option<usize> {
-        self.b.get(i..)?.iter().position(|&x| x == 0)
+        let rest = self.b.get(i..)?;
+        let mut at = 0;
+        while let Some(chunk) = rest.get(at..at + 8) {
+            let v = u64::from_le_bytes(chunk.try_into().ok()?);
+            let zero = v.wrapping_sub(0x0101_0101_0101_0101) & !v & 0x8080_8080_8080_8080;
+            if zero != 0 {
+                return Some(at + (zero.trailing_zeros() / 8) as usize);
+            }
+            at += 8;
+        }
+        rest[at..].iter().position(|&x| x == 0).map(|n| at + n)
     }
 }
 
 impl<'a> Iterator for Elements<'a> {
     type Item = Element<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Element<'a>> {
         let kind = *self.b.get(self.at)?;
         if kind == 0 {
@@ -146,6 +163,19 @@ impl<'a> Iterator for Elements<'a> {
 mod tests {
     use super::*;
     use bson::{doc, RawDocumentBuf};
+
+    #[test]
+    fn keys_of_every_length_around_eight_bytes_are_read_whole() {
+        for n in 0..40 {
+            let key = "k".repeat(n);
+            let mut d = bson::Document::new();
+            d.insert(key.clone(), 1);
+            d.insert("z", "x");
+            let raw = RawDocumentBuf::try_from(&d).unwrap();
+            let keys: Vec<&[u8]> = elements(&raw).map(|e| e.key).collect();
+            assert_eq!(keys, [key.as_bytes(), b"z"], "a key of {n} bytes");
+        }
+    }
 
     #[test]
     fn walks_every_type_and_finds_by_key() {

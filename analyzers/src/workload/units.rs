@@ -308,6 +308,21 @@ fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> 
 struct Carrier {
     seen: u64,
     linked: Vec<Box<[u8]>>,
+    /// Replies walked at the linked paths, and links later taken from this shape:
+    /// a shape whose values rarely link again (an id that once coincided) is then
+    /// walked in one reply of [`WALK_EVERY`] only.
+    walked: u64,
+    hits: u64,
+}
+
+impl Carrier {
+    /// Whether this reply is walked at the linked paths.
+    fn walk_at_paths(&self) -> bool {
+        !self.linked.is_empty()
+            && (self.walked < WALK_ALL_FIRST * 4
+                || self.hits * 16 >= self.walked
+                || self.seen % WALK_EVERY == 1)
+    }
 }
 
 /// Replies of a shape walked whole before sampling.
@@ -513,6 +528,7 @@ impl Units {
                 if let Some(c) =
                     open[i].steps.get(usize::from(l.from)).and_then(|s| self.carriers.get_mut(&s.shape))
                 {
+                    c.hits += 1;
                     let name = self.paths.name(l.path).as_bytes();
                     if c.linked.len() < 8 && !c.linked.iter().any(|p| &p[..] == name) {
                         c.linked.push(name.into());
@@ -613,8 +629,11 @@ impl Units {
         let c = carriers.entry(shape).or_default();
         c.seen += 1;
         let whole = c.seen <= WALK_ALL_FIRST || c.seen % WALK_EVERY == 0;
-        if !whole && c.linked.is_empty() {
-            return;
+        if !whole {
+            if !c.walk_at_paths() {
+                return;
+            }
+            c.walked += 1;
         }
         let (docs, only) = if whole { (DOCS_PER_REPLY, None) } else { (DOCS_AT_PATHS, Some(&c.linked[..])) };
         let looked = (op.docs_returned as usize).max(v.inserts().len()).min(docs);
