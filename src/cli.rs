@@ -50,6 +50,42 @@ pub enum Commands {
     ///
     /// Example: mongotap detectors --config mongotap.toml
     Detectors(DetectorsArgs),
+    /// Watch a running proxy from a terminal: the busiest shapes and operations with
+    /// their rates and latencies, new findings, dropped events (reads its admin
+    /// endpoint). `q` quits; piped, it prints plain lines every interval.
+    ///
+    /// Example: mongotap top --admin 127.0.0.1:9187
+    Top(TopArgs),
+    /// Print a shell completion script.
+    ///
+    /// Example: mongotap completions bash > /etc/bash_completion.d/mongotap
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), generated from these flags.
+    ///
+    /// Example: mongotap man > mongotap.1 && man ./mongotap.1
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// The proxy's admin endpoint (its --admin).
+    #[arg(long, env = "MONGOTAP_ADMIN", default_value = "127.0.0.1:9187", value_name = "ADDR")]
+    pub admin: String,
+    /// Seconds between two reads.
+    #[arg(long, default_value_t = 2.0, value_name = "SECONDS")]
+    pub interval: f64,
+    /// Rows per section.
+    #[arg(long, default_value_t = 10)]
+    pub rows: usize,
+    /// Read once, print, and exit (as a script or a test would).
+    #[arg(long)]
+    pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -15,6 +15,7 @@
 //! - [`memory`]: large blocks given back to the system after large messages.
 //! - [`side_connection`]: mongotap's own connection to the upstream, reading the
 //!   indexes of the collections in use for the index advisor.
+//! - [`top`]: `mongotap top`, a running proxy watched from a terminal.
 //!
 //! The codec is the `mongotap-wire` crate; everything learned from the traffic is in
 //! `mongotap-analyzers`.
@@ -30,3 +31,4 @@ pub mod proxy;
 pub mod recording;
 pub mod replay;
 pub mod side_connection;
+pub mod top;

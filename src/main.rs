@@ -74,6 +74,31 @@ fn main() -> ExitCode {
             print!("{}", thresholds.to_toml_comments());
             Ok(ExitCode::SUCCESS)
         }
+        Commands::Top(args) => {
+            if !(args.interval >= 0.1 && args.interval.is_finite()) || args.rows == 0 {
+                eprintln!("mongotap: --interval takes 0.1 seconds or more, --rows 1 or more");
+                return ExitCode::from(2);
+            }
+            let o = mongotap::top::TopOptions {
+                admin: args.admin,
+                interval: std::time::Duration::from_secs_f64(args.interval),
+                rows: args.rows,
+                once: args.once,
+            };
+            mongotap::top::run(&o).map(|()| ExitCode::SUCCESS)
+        }
+        Commands::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(args.shell, &mut Cli::command(), "mongotap", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Commands::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(|e| format!("writing the man page: {e}"))
+        }
     };
     match result {
         Ok(code) => code,

@@ -226,3 +226,22 @@ fn values_that_mean_nothing_are_refused_at_start_with_the_flag_and_the_forms_acc
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("a directory, not a file path"), "{err}");
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_flags() {
+    let bash = bin().args(["completions", "bash"]).output().unwrap();
+    assert!(bash.status.success());
+    let bash = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        bash.contains("_mongotap") && bash.contains("--report-json") && bash.contains("analyze"),
+        "{bash}"
+    );
+    let zsh = bin().args(["completions", "zsh"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&zsh.stdout).contains("#compdef mongotap"));
+    let man = bin().arg("man").output().unwrap();
+    assert!(man.status.success());
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(man.contains(".TH mongotap") && man.contains("top") && man.contains("Exit codes"), "{man}");
+    let bad = bin().args(["completions", "cmd.exe"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "an unknown shell is bad usage");
+}
