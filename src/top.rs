@@ -144,7 +144,7 @@ fn parse_metrics(text: &str) -> HashMap<String, f64> {
 }
 
 /// Count per key (shape or operation) of a report section.
-fn counts(section: &Value, key: impl Fn(&Value) -> String) -> HashMap<String, u64> {
+fn counts(section: &Value, key: fn(&Value) -> String) -> HashMap<String, u64> {
     section.as_array().into_iter().flatten().map(|r| (key(r), r["count"].as_u64().unwrap_or(0))).collect()
 }
 
@@ -159,6 +159,27 @@ fn shape_key(r: &Value) -> String {
 
 fn operation_key(r: &Value) -> String {
     r["id"].as_str().unwrap_or("").to_owned()
+}
+
+/// The rows of a report section with their rate now, busiest first.
+fn busiest<'r>(
+    now: &'r Value,
+    before: Option<&Value>,
+    key: fn(&Value) -> String,
+    dt: f64,
+) -> Vec<(f64, &'r Value)> {
+    let before = before.map(|b| counts(b, key));
+    let mut rows: Vec<(f64, &Value)> = now
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let was = before.as_ref().map(|m| m.get(&key(p)).copied().unwrap_or(0));
+            (rate(p["count"].as_u64().unwrap_or(0), was, dt, p["rate_per_s"].as_f64().unwrap_or(0.0)), p)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1["count"].as_u64().cmp(&a.1["count"].as_u64())));
+    rows
 }
 
 /// Rate per second from the change since the last sample, or the report's own
@@ -217,18 +238,7 @@ fn render(
         metric(now, "mongotap_parse_errors_total"),
     ));
     // Shapes, busiest now first.
-    let before_shapes = before.map(|b| counts(&b.report["access_patterns"], shape_key));
-    let mut shapes: Vec<(f64, &Value)> = r["access_patterns"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let was = before_shapes.as_ref().map(|m| m.get(&shape_key(p)).copied().unwrap_or(0));
-            let fallback = p["rate_per_s"].as_f64().unwrap_or(0.0);
-            (rate(p["count"].as_u64().unwrap_or(0), was, dt, fallback), p)
-        })
-        .collect();
-    shapes.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1["count"].as_u64().cmp(&a.1["count"].as_u64())));
+    let shapes = busiest(&r["access_patterns"], before.map(|b| &b.report["access_patterns"]), shape_key, dt);
     out.push_str(&format!(
         "\nSHAPES {:>9} {:>9} {:>8} {:>8}  {:<28} {:<10} shape\n",
         "ops/s", "count", "p50 ms", "p99 ms", "namespace", "command"
@@ -246,18 +256,7 @@ fn render(
         ));
     }
     // Operations: the application's units of work.
-    let before_ops = before.map(|b| counts(&b.report["operations"], operation_key));
-    let mut ops: Vec<(f64, &Value)> = r["operations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let was = before_ops.as_ref().map(|m| m.get(&operation_key(p)).copied().unwrap_or(0));
-            let fallback = p["rate_per_s"].as_f64().unwrap_or(0.0);
-            (rate(p["count"].as_u64().unwrap_or(0), was, dt, fallback), p)
-        })
-        .collect();
-    ops.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1["count"].as_u64().cmp(&a.1["count"].as_u64())));
+    let ops = busiest(&r["operations"], before.map(|b| &b.report["operations"]), operation_key, dt);
     out.push_str(&format!(
         "\nOPERATIONS {:>5} {:>9} {:>6} {:>8} {:>8}  operation\n",
         "ops/s", "count", "trips", "p50 ms", "p99 ms"
