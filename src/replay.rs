@@ -119,6 +119,7 @@ pub async fn replay(
     let events: Arc<Mutex<Vec<TapEvent>>> = Arc::default();
     let stats: Arc<Mutex<ReplayStats>> = Arc::default();
     let mut tasks = Vec::new();
+    let requests_total: u64 = conns.values().map(|v| v.len() as u64).sum();
     let mut ids: Vec<ConnId> = conns.keys().copied().collect();
     ids.sort_unstable();
     for conn in ids {
@@ -134,8 +135,30 @@ pub async fn replay(
             }
         }));
     }
+    // On a terminal: how far, how fast, and the time left at the recorded pace.
+    let total: u64 = tasks.len() as u64;
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                let sent = stats.lock().unwrap_or_else(|e| e.into_inner()).sent;
+                let seconds = start.elapsed().as_secs_f64().max(1e-9);
+                let rate = sent as f64 / seconds;
+                let left = if rate > 0.0 { requests_total.saturating_sub(sent) as f64 / rate } else { 0.0 };
+                eprint!(
+                    "\rreplaying {total} connections: {sent} of {requests_total} requests ({:.0}%), {rate:.0}/s, about {left:.0} s left ",
+                    100.0 * sent as f64 / requests_total.max(1) as f64
+                );
+            }
+        })
+    });
     for t in tasks {
         let _ = t.await;
+    }
+    if let Some(p) = progress {
+        p.abort();
+        eprintln!();
     }
     let mut evs = std::mem::take(&mut *events.lock().unwrap_or_else(|e| e.into_inner()));
     evs.sort_by_key(TapEvent::at);

@@ -6,8 +6,10 @@ pub mod mongod_log;
 pub mod pcap;
 pub mod tcp;
 
+use std::cell::Cell;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use mongotap_analyzers::operation::SOURCE_SHIFT;
 use mongotap_analyzers::pipeline::Pipeline;
@@ -216,7 +218,9 @@ fn kind_of(path: &Path) -> Result<InputKind, String> {
 }
 
 fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
-    let mut r = mongotap_trace::TraceReader::open(path)?;
+    let (mut progress, file) = Progress::of_file(path, opts.progress)?;
+    let mut r = mongotap_trace::TraceReader::new(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let h = r.header().clone();
     let mut notes = vec![format!(
         "trace of {} ({}), part {}, started {}",
@@ -225,7 +229,6 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
         h.part,
         mongotap_analyzers::report::rfc3339(h.started_at)
     )];
-    let mut progress = Progress::new(path, opts.progress);
     while let Some(ev) = r.next_event() {
         feeder.feed(ev);
         progress.tick(feeder.events);
@@ -238,10 +241,9 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
 }
 
 fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+    let (mut progress, file) = Progress::of_file(path, opts.progress)?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     let mut reader = mongod_log::LogReader::new();
-    let mut progress = Progress::new(path, opts.progress);
     let (mut line, mut events) = (Vec::new(), Vec::new());
     loop {
         line.clear();
@@ -288,34 +290,82 @@ fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Resu
     Ok(notes)
 }
 
-/// A line on stderr every second or so, on a terminal.
+/// Progress on stderr (on a terminal, or with --progress): events and their rate,
+/// and for a file read through [`Counted`], how far into it, the bytes per second
+/// and the time left.
 pub struct Progress {
     on: bool,
     name: String,
     started: std::time::Instant,
     last: std::time::Instant,
+    /// Bytes read so far, and the file's size.
+    bytes: Option<(Rc<Cell<u64>>, u64)>,
+}
+
+/// A reader that counts the bytes read through it (for [`Progress`]).
+pub struct Counted<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
 }
 
 impl Progress {
     /// Progress for `path`, shown when `on`.
     pub fn new(path: &Path, on: bool) -> Progress {
         let now = std::time::Instant::now();
-        Progress { on, name: path.display().to_string(), started: now, last: now }
+        Progress { on, name: path.display().to_string(), started: now, last: now, bytes: None }
+    }
+
+    /// `path` opened for reading, with progress in bytes.
+    pub fn of_file(path: &Path, on: bool) -> Result<(Progress, Counted<std::fs::File>), String> {
+        let file = std::fs::File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+        let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let read = Rc::new(Cell::new(0));
+        let mut p = Progress::new(path, on);
+        p.bytes = Some((read.clone(), total));
+        Ok((p, Counted { inner: file, read }))
     }
 
     /// Called often; prints at most twice a second.
     pub fn tick(&mut self, events: u64) {
         if self.on && events % 4096 == 0 && self.last.elapsed().as_millis() >= 500 {
             self.last = std::time::Instant::now();
-            let rate = events as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
-            eprint!("\r{}: {events} events, {rate:.0}/s ", self.name);
+            let seconds = self.started.elapsed().as_secs_f64().max(1e-9);
+            match &self.bytes {
+                Some((read, total)) if *total > 0 => {
+                    let done = read.get().min(*total);
+                    let mb = |b: u64| b as f64 / 1e6;
+                    let speed = mb(done) / seconds;
+                    let left = if speed > 0.0 { mb(total - done) / speed } else { 0.0 };
+                    eprint!(
+                        "\r{}: {:>3.0}% ({:.1} of {:.1} MB, {speed:.1} MB/s, about {left:.0} s left), {events} events ",
+                        self.name,
+                        100.0 * done as f64 / *total as f64,
+                        mb(done),
+                        mb(*total),
+                    );
+                }
+                _ => eprint!("\r{}: {events} events, {:.0}/s ", self.name, events as f64 / seconds),
+            }
         }
     }
 
     /// The last line.
     pub fn done(&mut self, events: u64) {
         if self.on {
-            eprintln!("\r{}: {events} events in {:.1} s   ", self.name, self.started.elapsed().as_secs_f64());
+            let pad = " ".repeat(40);
+            eprintln!(
+                "\r{}: {events} events in {:.1} s{pad}",
+                self.name,
+                self.started.elapsed().as_secs_f64()
+            );
         }
     }
 }

@@ -2,7 +2,6 @@
 //! file format is read by the `pcap-file` crate; the link, IP and TCP headers here;
 //! the byte streams are put back together by [`super::tcp`].
 
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
@@ -35,16 +34,26 @@ pub fn read(
     emit: &mut dyn FnMut(TapEvent),
     opts: &OfflineOptions,
 ) -> Result<Vec<String>, String> {
-    let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    read_from(BufReader::with_capacity(1 << 20, file), &path.display().to_string(), emit, opts)
+    let (progress, file) = Progress::of_file(path, opts.progress)?;
+    read_with(BufReader::with_capacity(1 << 20, file), &path.display().to_string(), emit, opts, progress)
 }
 
 /// Reads a capture from any source (`name` is for messages).
 pub fn read_from(
+    input: impl BufRead,
+    name: &str,
+    emit: &mut dyn FnMut(TapEvent),
+    opts: &OfflineOptions,
+) -> Result<Vec<String>, String> {
+    read_with(input, name, emit, opts, Progress::new(Path::new(name), opts.progress))
+}
+
+fn read_with(
     mut input: impl BufRead,
     name: &str,
     emit: &mut dyn FnMut(TapEvent),
     opts: &OfflineOptions,
+    mut progress: Progress,
 ) -> Result<Vec<String>, String> {
     let head: [u8; 4] = input
         .fill_buf()
@@ -55,7 +64,6 @@ pub fn read_from(
     let mut tcp = Reassembler::new(opts.port);
     let mut packets = 0u64;
     let mut not_tcp = 0u64;
-    let mut progress = Progress::new(Path::new(name), opts.progress);
     let mut on_packet = |link: DataLink, ts: std::time::Duration, data: &[u8], tcp: &mut Reassembler| {
         packets += 1;
         progress.tick(packets);
