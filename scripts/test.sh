@@ -23,7 +23,14 @@ trap report EXIT
 stage "setup (installs what is missing)" ./scripts/setup.sh
 stage "cargo fmt --check" cargo fmt --all -- --check
 stage "cargo clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
-stage "cargo test" cargo test --workspace --quiet
+# nextest runs the test binaries side by side (cargo test runs them one after the
+# other: the idle test's 45 s alone would wait for nothing); doc tests apart.
+if cargo nextest --version >/dev/null 2>&1; then
+  stage "cargo nextest (every Rust test, binaries side by side) and doc tests" \
+    bash -c 'cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow && cargo test --doc --workspace --quiet'
+else
+  stage "cargo test" cargo test --workspace --quiet
+fi
 if [ -x scripts/smoke.sh ]; then
   stage "client smoke tests (pymongo, mongoengine, Node driver, Mongoose, mongosh)" ./scripts/smoke.sh
 fi
