@@ -38,9 +38,10 @@ use serde_json::Value;
 use crate::detectors::indexes::catalog::{
     key_of, IndexCatalog, IndexSpec, Known, Sample, SharedCatalog, Source,
 };
+use crate::detectors::indexes::esr::Observed;
 use crate::detectors::indexes::esr::{self, Need};
 use crate::detectors::indexes::fit::{self, Quality};
-use crate::detectors::indexes::missing::{missing, Facts, Observed};
+use crate::detectors::indexes::missing::{missing, Facts};
 use crate::detectors::indexes::unneeded::{key_matches, redundant, unused};
 use crate::detectors::schema::unknown_field;
 use crate::detectors::{Context, Detector};

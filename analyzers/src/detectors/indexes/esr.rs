@@ -22,6 +22,24 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
+/// One shape's need on one collection, with its figures: what the advisor judges
+/// (`missing` and `unneeded` both read it).
+pub(crate) struct Observed<'r> {
+    pub(crate) id: crate::view::ShapeId,
+    pub(crate) need: Need,
+    pub(crate) count: u64,
+    pub(crate) mean_us: f64,
+    pub(crate) p50_ms: Option<f64>,
+    pub(crate) command: &'r str,
+}
+
+impl Observed<'_> {
+    /// The time the shape's executions took in all.
+    pub(crate) fn time_us(&self) -> f64 {
+        self.count as f64 * self.mean_us
+    }
+}
+
 /// What one query (or one `$or` branch) needs from an index.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Need {

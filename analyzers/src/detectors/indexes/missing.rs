@@ -8,28 +8,12 @@ use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 
 use crate::detectors::indexes::catalog::{Explained, IndexSpec, KeyPart};
-use crate::detectors::indexes::esr::Need;
+use crate::detectors::indexes::esr::{Need, Observed};
 use crate::detectors::indexes::fit::{self, Quality};
 use crate::detectors::indexes::unneeded::{droppable, prefix_of};
 use crate::detectors::{collection, ms, Thresholds};
 use crate::finding::{Draft, Finding, Severity};
 use crate::view::ShapeId;
-
-/// One shape's need on one collection, with its figures.
-pub(crate) struct Observed<'r> {
-    pub(crate) id: ShapeId,
-    pub(crate) need: Need,
-    pub(crate) count: u64,
-    pub(crate) mean_us: f64,
-    pub(crate) p50_ms: Option<f64>,
-    pub(crate) command: &'r str,
-}
-
-impl Observed<'_> {
-    fn time_us(&self) -> f64 {
-        self.count as f64 * self.mean_us
-    }
-}
 
 /// A need no index serves: how well the best does, which, and the key it asks for.
 type Unserved<'o> = (&'o Observed<'o>, fit::Fit, Option<&'o IndexSpec>, Vec<(String, i32)>);

@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::detectors::indexes::catalog::{IndexSpec, KeyPart};
+use crate::detectors::indexes::esr::Observed;
 use crate::detectors::indexes::fit::{self, Quality};
-use crate::detectors::indexes::missing::Observed;
 use crate::detectors::{collection, Context, Thresholds};
 use crate::finding::{Draft, Finding, Severity};
 use crate::shape::command::Category;
