@@ -75,8 +75,8 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Commands::Top(args) => {
-            if !(args.interval >= 0.1 && args.interval.is_finite()) || args.rows == 0 {
-                eprintln!("mongotap: --interval takes 0.1 seconds or more, --rows 1 or more");
+            if !(0.1..=3600.0).contains(&args.interval) || args.rows == 0 {
+                eprintln!("mongotap: --interval takes 0.1 to 3600 seconds, --rows 1 or more");
                 return ExitCode::from(2);
             }
             let o = mongotap::top::TopOptions {

@@ -35,9 +35,18 @@ pub fn run(o: &TopOptions) -> Result<(), String> {
     let mut first = true;
     let _screen = if terminal { Some(Screen::enter()?) } else { None };
     loop {
-        let now = read(&o.admin)?;
-        let text = render(&now, previous.as_ref(), &mut seen, first, o, terminal);
-        first = false;
+        // One failed read (the proxy busy, restarting) is said and tried again;
+        // only --once, or a proxy never reached, ends here.
+        let text = match read(&o.admin) {
+            Ok(now) => {
+                let text = render(&now, previous.as_ref(), &mut seen, first, o, terminal);
+                previous = Some(now);
+                first = false;
+                text
+            }
+            Err(e) if o.once || first => return Err(e),
+            Err(e) => format!("mongotap top  {}  {}\n{e}; trying again\n", o.admin, chrono_like_now()),
+        };
         let mut out = std::io::stdout().lock();
         if terminal {
             // Home, clear, then the frame with the raw mode's line endings.
@@ -50,7 +59,6 @@ pub fn run(o: &TopOptions) -> Result<(), String> {
         if o.once {
             return Ok(());
         }
-        previous = Some(now);
         if terminal {
             if Screen::quit_within(o.interval)? {
                 return Ok(());
@@ -117,8 +125,12 @@ fn get(admin: &str, path: &str) -> Result<String, String> {
     let unreachable = |e: std::io::Error| {
         format!("cannot read {path} from {admin} (is `mongotap proxy --admin {admin}` running?): {e}")
     };
-    let mut s = TcpStream::connect(admin).map_err(unreachable)?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).map_err(unreachable)?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(admin)
+        .map_err(unreachable)?
+        .next()
+        .ok_or_else(|| format!("{admin}: no address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(unreachable)?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(unreachable)?;
     write!(s, "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n").map_err(unreachable)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(unreachable)?;

@@ -350,7 +350,10 @@ async fn two_proxies_reports_merge_into_the_report_of_all_their_traffic() {
     for (id, n) in operations(&read_json(&reports[1])) {
         *summed.entry(id).or_default() += n;
     }
+    assert!(!summed.is_empty(), "each proxy grouped operations");
     assert_eq!(operations(&merged), summed, "every operation of either report, counts summed");
+    let total = |r: &Value| operations(r).values().sum::<u64>();
+    assert_eq!(total(&merged), total(&one), "as many operations as one pipeline over both traces");
     let verdicts = |r: &Value| -> Vec<String> {
         let mut v: Vec<String> = r["relationships"]
             .as_array()

@@ -173,15 +173,14 @@ pub fn walk_links_at<P: AsRef<[u8]>>(
     if only.len() > 8 || only.iter().any(|w| w.as_ref().contains(&b'.')) {
         return Walk { only: Some(only), f }.doc(doc, path, None, 0);
     }
-    let mut left = only.len();
+    // Which wanted paths were met (a key written twice counts once).
+    let (all, mut met) = ((1u16 << only.len()) - 1, 0u16);
     for e in element::elements(doc) {
-        if left == 0 {
+        if met == all {
             break;
         }
-        if !only.iter().any(|w| w.as_ref() == e.key) {
-            continue;
-        }
-        left -= 1;
+        let Some(i) = only.iter().position(|w| w.as_ref() == e.key) else { continue };
+        met |= 1 << i;
         let base = path.len();
         if base > 0 {
             path.push(b'.');

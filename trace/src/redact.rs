@@ -550,8 +550,8 @@ impl Redactor {
 
     /// An integral number's stand-in: within int32, so it fits every numeric
     /// type and equal numbers of different types stay equal. A small number's
-    /// is small, of the same sign, and unique (a shuffle); a larger one's is a
-    /// keyed hash in `SMALL..2^31`.
+    /// is small, negative for a negative one (0 and positives shuffle together),
+    /// and unique (a shuffle); a larger one's is a keyed hash in `SMALL..2^31`.
     fn number(&self, v: i64) -> i32 {
         match v {
             0..SMALL => i32::from(self.small[v as usize]),

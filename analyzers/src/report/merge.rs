@@ -295,15 +295,29 @@ fn merge_findings(reports: &[Report]) -> Vec<Finding> {
             Some((kept, total, reports)) => {
                 *total += count;
                 *reports += 1;
-                // The one with the verdict on its link, then the most severe and frequent.
-                let better = (judged(f), severity_rank(&f.severity), count)
+                // The most severe and frequent; the verdict on its link from any report
+                // that judged it.
+                let better = (severity_rank(&f.severity), count)
                     > (
-                        judged(kept),
                         severity_rank(&kept.severity),
                         kept.evidence.get("count").and_then(Value::as_u64).unwrap_or(0),
                     );
                 if better {
+                    let ids = std::mem::take(&mut kept.shape_ids);
+                    let verdict = kept.extra.get("relationships").cloned();
                     *kept = f.clone();
+                    for id in ids {
+                        if !kept.shape_ids.contains(&id) {
+                            kept.shape_ids.push(id);
+                        }
+                    }
+                    if let (false, Some(v)) = (judged(kept), verdict) {
+                        kept.extra.insert("relationships".into(), v);
+                    }
+                } else if !judged(kept) {
+                    if let Some(v) = f.extra.get("relationships") {
+                        kept.extra.insert("relationships".into(), v.clone());
+                    }
                 }
                 for id in &f.shape_ids {
                     if !kept.shape_ids.contains(id) {

@@ -179,6 +179,8 @@ impl Unit {
         if slots.iter().any(|s| s.step == source.step && s.path == source.path && s.doc == source.doc) {
             return;
         }
+        // Full: the first documents that carried the value stay (they count the
+        // parents per child); a later step's copy is not kept.
         if let Some(free) = slots.iter_mut().find(|s| s.step == u8::MAX) {
             *free = source;
         }
