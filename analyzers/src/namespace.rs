@@ -14,6 +14,14 @@ use mongotap_wire::element;
 use mongotap_wire::{Command, CommandReply};
 use rustc_hash::FxHashMap;
 
+/// A GridFS bucket's collection (`fs.files`, `fs.chunks`, or another bucket's):
+/// its layout is the driver's, not the model's, so no relationship of it is judged
+/// and no ODM batching is offered for it (small files in the document are the fix).
+pub fn is_gridfs(namespace: &str) -> bool {
+    let coll = namespace.split_once('.').map_or(namespace, |(_, c)| c);
+    coll.ends_with(".files") || coll.ends_with(".chunks")
+}
+
 /// Whether the server writes or owns this namespace: `system.*` collections (the
 /// profiler, views, users), and everything in `admin`, `config` and `local`. Such
 /// namespaces stay in the table but get no advice: the profiler is written after

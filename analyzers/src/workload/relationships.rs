@@ -28,6 +28,7 @@ use super::units::Unit;
 use crate::detectors::Thresholds;
 use crate::finding::{Draft, Finding, Severity};
 use crate::names::Paths;
+use crate::namespace::is_gridfs;
 use crate::shape::command::Category;
 use crate::table::AccessTable;
 use crate::view::ShapeId;
@@ -304,7 +305,7 @@ impl Relationships {
         keys.sort();
         for k in keys {
             let s = &self.stats[k];
-            if s.units < t.relationship_min_operations || gridfs(&k.parent) || gridfs(&k.child) {
+            if s.units < t.relationship_min_operations || is_gridfs(&k.parent) || is_gridfs(&k.child) {
                 continue;
             }
             let parent_units = self.units_reading.get(&k.parent).copied().unwrap_or(0).max(s.read_together);
@@ -450,14 +451,6 @@ struct Figures {
 
 /// Whether an update shape changes one of `fields` (a replacement or a pipeline
 /// changes them all).
-/// A GridFS bucket's collection (`fs.files`, `fs.chunks`): its layout is the
-/// driver's, not a relationship of the model to judge (storing small files in the
-/// document instead is `over_fetch`'s advice).
-fn gridfs(ns: &str) -> bool {
-    let coll = ns.split_once('.').map_or(ns, |(_, c)| c);
-    coll.ends_with(".files") || coll.ends_with(".chunks")
-}
-
 fn touches(shape: &Value, fields: &[String]) -> bool {
     let Some(update) = shape.get("update") else { return true };
     let Some(ops) = update.get("operators").and_then(Value::as_object) else { return true };

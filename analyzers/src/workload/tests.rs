@@ -22,6 +22,16 @@ fn operations(s: Script) -> Vec<(Vec<String>, u64)> {
         .collect()
 }
 
+/// The linked steps of a script's operations, as (command, parent field, from step).
+fn links(s: Script) -> Vec<(String, String, usize)> {
+    let p = s.run();
+    let ops: Vec<Operation> = p.workload().operations(p.table(), 1.0);
+    ops.iter()
+        .flat_map(|o| &o.steps)
+        .filter_map(|s| s.link.as_ref().map(|l| (s.command.clone(), l.parent_field.clone(), l.from_step)))
+        .collect()
+}
+
 fn steps(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
@@ -210,12 +220,9 @@ fn a_page_read_then_updated_links_the_update_to_the_post_not_to_an_author_with_t
         }
         s.wait_ms(300);
     }
-    let p = s.run();
-    let ops = p.workload().operations(p.table(), 1.0);
-    let update =
-        ops.iter().flat_map(|o| &o.steps).find(|s| s.command == "update").expect("the update is a step");
-    let link = update.link.as_ref().expect("linked");
-    assert_eq!((link.parent_field.as_str(), link.from_step), ("_id", 0), "{ops:#?}");
+    let links = links(s);
+    let update = links.iter().find(|l| l.0 == "update").expect("the update is a linked step");
+    assert_eq!((update.1.as_str(), update.2), ("_id", 0), "{links:?}");
 }
 
 #[test]
@@ -233,13 +240,6 @@ fn a_concurrent_profile_read_does_not_take_the_pages_author_read() {
         s.find(c, "blog.customers", doc! {"_id": {"$in": [author_id]}}, vec![author]);
         s.wait_ms(300);
     }
-    let p = s.run();
-    let ops = p.workload().operations(p.table(), 1.0);
-    let batch = ops
-        .iter()
-        .flat_map(|o| &o.steps)
-        .filter(|s| s.link.is_some())
-        .map(|s| s.link.as_ref().unwrap().parent_field.clone())
-        .collect::<Vec<_>>();
-    assert!(batch.iter().all(|f| f == "customerId"), "{batch:?} {ops:#?}");
+    let links = links(s);
+    assert!(!links.is_empty() && links.iter().all(|l| l.1 == "customerId"), "{links:?}");
 }

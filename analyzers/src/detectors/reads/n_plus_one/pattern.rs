@@ -146,7 +146,7 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
         };
         let stacks: Vec<String> = p.drivers.iter().map(|d| Stack::describe(d)).collect();
         let odm_hint = match stack.odm {
-            _ if child.namespace.ends_with(".chunks") || child.namespace.ends_with(".files") => "",
+            _ if crate::namespace::is_gridfs(&child.namespace) => "",
             Some(crate::detectors::driver::Odm::MongoEngine) if grouped => {
                 " MongoEngine loads a GenericReferenceField with one $in per referenced class: select_related() is no fix when each class holds one reference; a ReferenceField to the base class loads them with one $in."
             }
@@ -167,7 +167,7 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
             String::new()
         };
         // GridFS: each file is read through its files and chunks collections.
-        let gridfs = child.namespace.ends_with(".chunks") || child.namespace.ends_with(".files");
+        let gridfs = crate::namespace::is_gridfs(&child.namespace);
         let mut recommendation = format!(
             "Each {pc} on {pns} that returns several documents is followed by one {cc} on {cns} per document, \
              matching {cf} to the parent's {pf} (typical N = {typical}, in {occ} of {reads} such reads; \
