@@ -116,7 +116,7 @@ impl Epochs {
         if self.namespaces.is_empty() && self.databases.is_empty() {
             return self.base;
         }
-        let db = namespace.split_once('.').map_or(namespace, |(d, _)| d);
+        let db = namespace.bytes().position(|b| b == b'.').map_or(namespace, |dot| &namespace[..dot]);
         let coll = self.namespaces.get(namespace).copied().unwrap_or(0);
         let data = self.databases.get(db).copied().unwrap_or(0);
         self.base.wrapping_add(coll).wrapping_add(data)

@@ -170,16 +170,28 @@ pub fn walk_links_at<P: AsRef<[u8]>>(
     path: &mut Vec<u8>,
     f: &mut dyn FnMut(At<'_>, &Element<'_>),
 ) {
-    if only.len() > 8 || only.iter().any(|w| w.as_ref().contains(&b'.')) {
+    if only.len() > 16 {
         return Walk { only: Some(only), f }.doc(doc, path, None, 0);
     }
+    if only.iter().any(|w| w.as_ref().contains(&b'.')) {
+        // Only the keys on the way to a wanted path are followed, and a path is built
+        // only for them: an order's other fields cost a key comparison each.
+        let mask = (0..only.len())
+            .filter(|i| {
+                let w = only[*i].as_ref();
+                w.get(..path.len()).is_some_and(|head| element::same(head, path))
+                    && (path.is_empty() || w.get(path.len()) == Some(&b'.'))
+            })
+            .fold(0u16, |m, i| m | 1 << i);
+        return Directed { only, f }.doc(doc, mask, path, None, 0);
+    }
     // Which wanted paths were met (a key written twice counts once).
-    let (all, mut met) = ((1u16 << only.len()) - 1, 0u16);
+    let (all, mut met) = ((1u32 << only.len()) - 1, 0u32);
     for e in element::elements(doc) {
         if met == all {
             break;
         }
-        let Some(i) = only.iter().position(|w| w.as_ref() == e.key) else { continue };
+        let Some(i) = only.iter().position(|w| element::same(w.as_ref(), e.key)) else { continue };
         met |= 1 << i;
         let base = path.len();
         if base > 0 {
@@ -188,6 +200,79 @@ pub fn walk_links_at<P: AsRef<[u8]>>(
         path.extend_from_slice(e.key);
         Walk { only: Some(only), f: &mut *f }.value(e, path, None, 0);
         path.truncate(base);
+    }
+}
+
+/// The walk of [`walk_links_at`] for dotted paths: at each level, `mask` says which
+/// wanted paths are still on the way (each begins with the path so far).
+struct Directed<'w, 'f, P> {
+    only: &'w [P],
+    f: &'w mut (dyn FnMut(At<'_>, &Element<'_>) + 'f),
+}
+
+impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
+    fn doc(&mut self, doc: &RawDocument, mask: u16, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
+        let start = if path.is_empty() { 0 } else { path.len() + 1 };
+        for e in element::elements(doc) {
+            if e.key.first() == Some(&b'$') && e.key != b"$id" {
+                continue;
+            }
+            // Which wanted paths end at this key (`leaf`), and which go on below it.
+            let (mut leaf, mut deeper) = (false, 0u16);
+            let mut m = mask;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let rest = self.only[i].as_ref().get(start..).unwrap_or_default();
+                match rest.get(..e.key.len()) {
+                    Some(head) if element::same(head, e.key) => match rest.get(e.key.len()) {
+                        None => leaf = true,
+                        Some(b'.') => deeper |= 1 << i,
+                        Some(_) => {}
+                    },
+                    _ => {}
+                }
+            }
+            if !leaf && deeper == 0 {
+                continue;
+            }
+            let base = path.len();
+            if base > 0 {
+                path.push(b'.');
+            }
+            path.extend_from_slice(e.key);
+            self.value(e, leaf, deeper, path, array, depth);
+            path.truncate(base);
+        }
+    }
+
+    /// As [`Walk::value`]: arrays add nothing to the path, scalars are reported.
+    #[allow(clippy::too_many_arguments)]
+    fn value(
+        &mut self,
+        e: Element<'_>,
+        leaf: bool,
+        deeper: u16,
+        path: &mut Vec<u8>,
+        array: Option<usize>,
+        depth: usize,
+    ) {
+        match e.kind {
+            0x03 if depth < MAX_DEPTH => {
+                if let Some(d) = e.as_document().filter(|_| deeper != 0) {
+                    self.doc(d, deeper, path, array, depth + 1);
+                }
+            }
+            0x04 if depth < MAX_DEPTH => {
+                let array = array.or(Some(path.len()));
+                for item in e.as_array().into_iter().flat_map(element::elements) {
+                    self.value(item, leaf, deeper, path, array, depth + 1);
+                }
+            }
+            0x03 | 0x04 => {}
+            _ if leaf => (self.f)(At { path, array }, &e),
+            _ => {}
+        }
     }
 }
 
@@ -200,9 +285,10 @@ impl<P: AsRef<[u8]>> Walk<'_, '_, P> {
     /// Whether `path` is one of the wanted paths or leads to one.
     fn wanted(&self, path: &[u8]) -> bool {
         self.only.is_none_or(|only| {
-            only.iter()
-                .map(|w| w.as_ref())
-                .any(|w| w.starts_with(path) && (w.len() == path.len() || w[path.len()] == b'.'))
+            only.iter().map(|w| w.as_ref()).any(|w| {
+                w.get(..path.len()).is_some_and(|head| element::same(head, path))
+                    && (w.len() == path.len() || w[path.len()] == b'.')
+            })
         })
     }
 
@@ -361,18 +447,58 @@ mod tests {
         assert_eq!(only, ["items.p", "m.x.p"]);
         // Top-level paths take the short way, with the same result as the whole walk.
         let d = raw(doc! {"_id": 1, "tags": ["a", "b"], "authorId": 7, "m": {"authorId": 8}, "ids": [1, 2]});
-        let wanted: [&[u8]; 3] = [b"authorId", b"ids", b"tags"];
-        let (mut short, mut whole) = (Vec::new(), Vec::new());
-        walk_links_at(&d, &wanted, &mut Vec::new(), &mut |at, e| {
-            short.push((String::from_utf8_lossy(at.path).into_owned(), at.array, e.value.to_vec()))
+        let short = at_paths_as_whole(&d, &[b"authorId", b"ids", b"tags"]);
+        assert_eq!(short.len(), 5, "{short:?}");
+    }
+
+    /// What [`walk_links_at`] reports at `wanted`, checked against the whole walk's
+    /// values at the same paths.
+    fn at_paths_as_whole(d: &RawDocument, wanted: &[&[u8]]) -> Vec<(String, Option<usize>, Vec<u8>)> {
+        let (mut at_paths, mut whole) = (Vec::new(), Vec::new());
+        walk_links_at(d, wanted, &mut Vec::new(), &mut |at, e| {
+            at_paths.push((String::from_utf8_lossy(at.path).into_owned(), at.array, e.value.to_vec()))
         });
-        walk_links(&d, &mut Vec::new(), &mut |at, e| {
+        walk_links(d, &mut Vec::new(), &mut |at, e| {
             if wanted.contains(&at.path) {
                 whole.push((String::from_utf8_lossy(at.path).into_owned(), at.array, e.value.to_vec()))
             }
         });
-        assert_eq!(short, whole);
-        assert_eq!(short.len(), 5, "{short:?}");
+        assert_eq!(at_paths, whole);
+        at_paths
+    }
+
+    #[test]
+    fn dotted_paths_give_what_the_whole_walk_gives_at_them() {
+        let oid = ObjectId::new();
+        let d = raw(doc! {
+            "_id": 1, "lines": [{"sku": "a", "qty": 2, "sub": {"sku": "z"}}, {"sku": ["b", "c"]}, [{"sku": "d"}]],
+            "customer": {"_id": oid, "name": "x", "$id": 5}, "line": {"sku": "no"}, "lines2": {"sku": "no"},
+            "author": {"$ref": "u", "$id": oid}, "$x": {"sku": 1}, "sku": "top", "deep": {"a": {"b": {"c": {"d": {"e": 1}}}}},
+        });
+        let wanted: [&[u8]; 7] = [
+            b"lines.sku",
+            b"customer._id",
+            b"author.$id",
+            b"sku",
+            b"lines.sub.sku",
+            b"deep.a.b.c.d.e",
+            b"customer",
+        ];
+        let directed = at_paths_as_whole(&d, &wanted);
+        let paths: Vec<&str> = directed.iter().map(|(p, ..)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "lines.sku",
+                "lines.sub.sku",
+                "lines.sku",
+                "lines.sku",
+                "lines.sku",
+                "customer._id",
+                "author.$id",
+                "sku"
+            ]
+        );
     }
 
     #[test]

@@ -14,8 +14,19 @@ impl Document {
     /// Reads the document that starts at `offset` in `buf`, returning it and the offset
     /// just past it. `op_code` is for the error message only.
     pub(crate) fn read(buf: &Bytes, offset: usize, op_code: i32) -> Result<(Document, usize)> {
+        Document::read_within(buf, offset, buf.len(), op_code)
+    }
+
+    /// [`Document::read`] of a document that must end by `end` (a section's or a
+    /// message's end), without a narrower `Bytes` made for it first.
+    pub(crate) fn read_within(
+        buf: &Bytes,
+        offset: usize,
+        end: usize,
+        op_code: i32,
+    ) -> Result<(Document, usize)> {
         let bad = |reason| WireError::BadDocument { op_code, offset, reason };
-        let rest = buf.len().saturating_sub(offset);
+        let rest = end.min(buf.len()).saturating_sub(offset);
         if rest < 4 {
             return Err(WireError::Truncated { op_code, offset, needed: 4, available: rest });
         }

@@ -89,8 +89,8 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
                 put(m, "min", doc(min), document_fields);
                 put(m, "max", doc(max), document_fields);
                 // Options the server's find shape keeps when given, false included.
-                for e in element::elements(b) {
-                    if FIND_OPTIONS.iter().any(|o| o.as_bytes() == e.key) {
+                for e in element::elements(b).filter(|e| e.kind == 0x08) {
+                    if FIND_OPTIONS.iter().any(|o| element::same(o.as_bytes(), e.key)) {
                         if let Some(v) = e.as_bool() {
                             boolean(m.key_bytes(e.key), v);
                         }
@@ -276,7 +276,7 @@ fn put<T>(m: &mut Obj<'_>, key: &str, v: Option<T>, write: impl FnOnce(&mut Vec<
 fn pick<'a, const N: usize>(d: &'a RawDocument, keys: [&str; N]) -> [Option<Element<'a>>; N] {
     let mut out = [None; N];
     for e in element::elements(d) {
-        if let Some(i) = keys.iter().position(|x| x.as_bytes() == e.key) {
+        if let Some(i) = keys.iter().position(|x| element::same(x.as_bytes(), e.key)) {
             out[i] = Some(e);
         }
     }

@@ -67,9 +67,12 @@ impl Workload {
     }
 
     fn fold(&mut self) {
-        for u in std::mem::take(&mut self.done) {
+        let mut done = std::mem::take(&mut self.done);
+        for u in done.drain(..) {
             end(&u, &mut self.operations, &mut self.relationships, &self.units, &self.t);
+            self.units.recycle(u);
         }
+        self.done = done;
     }
 
     /// The operations, busiest first, with the units still open counted as if they

@@ -101,7 +101,7 @@ pub(crate) struct Unit {
     pub last: Micros,
     pub txn: Option<u64>,
     pub steps: Vec<Step>,
-    pub values: FxHashMap<u64, [Source; PARENTS_PER_VALUE]>,
+    pub values: Values,
     /// Round trips.
     pub requests: u32,
     pub docs: u64,
@@ -119,17 +119,24 @@ pub(crate) struct Unit {
     superseded: bool,
 }
 
+/// The values a unit carries, each with the documents that carried it.
+pub(crate) type Values = FxHashMap<u64, [Source; PARENTS_PER_VALUE]>;
+
+/// Emptied value maps kept for the next units (a unit's map grows to hundreds of
+/// values; growing a new one for every unit cost 2% of the analysis).
+const SPARE_MAPS: usize = 4;
+
 /// An empty slot of a value's sources.
 const NONE: Source = Source { step: u8::MAX, path: 0, doc: 0, id_like: false };
 
 impl Unit {
-    fn new(conn: Arc<ConnInfo>, at: Micros, txn: Option<u64>) -> Unit {
+    fn new(conn: Arc<ConnInfo>, at: Micros, txn: Option<u64>, values: Values) -> Unit {
         Unit {
             started: at,
             last: at,
             txn,
             steps: Vec::new(),
-            values: FxHashMap::default(),
+            values,
             requests: 0,
             docs: 0,
             conn,
@@ -172,10 +179,12 @@ impl Unit {
 
     /// Remembers a value at `path` of step `step`'s document `doc`.
     fn remember(&mut self, h: u64, source: Source) {
-        if !self.values.contains_key(&h) && self.values.len() >= MAX_VALUES {
-            return;
-        }
-        let slots = self.values.entry(h).or_insert([NONE; PARENTS_PER_VALUE]);
+        let full = self.values.len() >= MAX_VALUES;
+        let slots = match self.values.entry(h) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(_) if full => return,
+            std::collections::hash_map::Entry::Vacant(v) => v.insert([NONE; PARENTS_PER_VALUE]),
+        };
         if slots.iter().any(|s| s.step == source.step && s.path == source.path && s.doc == source.doc) {
             return;
         }
@@ -352,6 +361,8 @@ pub(crate) struct Units {
     scratch: Vec<u8>,
     /// What the operation at hand asks for (kept to reuse its allocation).
     asked: Vec<(u32, u64, bool)>,
+    /// Value maps of ended units, emptied, for the next ones.
+    spare: Vec<Values>,
 }
 
 impl Units {
@@ -368,6 +379,16 @@ impl Units {
             evicted: 0,
             scratch: Vec::new(),
             asked: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Takes back an ended unit's value map for a later unit.
+    pub(crate) fn recycle(&mut self, u: Unit) {
+        let mut values = u.values;
+        if self.spare.len() < SPARE_MAPS && values.capacity() <= 2 * MAX_VALUES {
+            values.clear();
+            self.spare.push(values);
         }
     }
 
@@ -563,7 +584,7 @@ impl Units {
                     let oldest = (0..open.len()).min_by_key(|i| open[*i].last).unwrap_or(0);
                     done.push(open.remove(oldest));
                 }
-                open.push(Unit::new(op.conn.clone(), now, txn));
+                open.push(Unit::new(op.conn.clone(), now, txn, self.spare.pop().unwrap_or_default()));
                 open.len() - 1
             }
         };

@@ -22,6 +22,10 @@ use mongotap_analyzers::pipeline::Pipeline;
 use mongotap_bench::{find_reply, find_request, rss_kib};
 use mongotap_wire::{Document, Frame, OpMsg};
 
+/// The allocator of the mongotap binary, so the analysis is measured as it runs there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The captured mixed workload and the load generator's pairs, as (direction, frame).
 fn corpus() -> Vec<(Direction, Frame)> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../wire/tests/fixtures/rust.stream");

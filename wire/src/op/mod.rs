@@ -80,8 +80,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn document(&mut self) -> Result<Document> {
-        let window = self.buf.slice(..self.end);
-        let (doc, next) = Document::read(&window, self.pos, self.op_code)?;
+        let (doc, next) = Document::read_within(self.buf, self.pos, self.end, self.op_code)?;
         self.pos = next;
         Ok(doc)
     }
