@@ -10,7 +10,7 @@
 //! those documents. Filters that bound the array themselves (the bucket pattern's
 //! `count: {$lt: 200}`) are left alone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
 
 use bson::RawDocument;
@@ -25,6 +25,7 @@ use crate::event::Micros;
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
 use crate::names::Paths;
+use crate::namespace::Change as Lifecycle;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::statements::{self, Change};
 use crate::values::{At, Keyed};
@@ -46,6 +47,36 @@ struct DocGrowth {
     size: Option<u64>,
 }
 
+/// The documents of a collection that is gone (dropped, emptied, renamed away), kept
+/// as a summary: their keys can never match again, and the finding needs only how
+/// many there were, how often each was pushed to, and the busiest one.
+#[derive(Default)]
+struct Retired {
+    /// Documents by their pushes (pushes -> documents); at most `MAX_RETIRED_COUNTS`
+    /// distinct counts, the rest folded into the next count down.
+    by_pushes: BTreeMap<u64, u64>,
+    documents: u64,
+    top: Option<DocGrowth>,
+}
+
+/// Distinct push counts kept for the documents of collections that are gone.
+const MAX_RETIRED_COUNTS: usize = 1024;
+
+impl Retired {
+    fn add(&mut self, d: &DocGrowth) {
+        let at = if self.by_pushes.len() >= MAX_RETIRED_COUNTS && !self.by_pushes.contains_key(&d.pushes) {
+            self.by_pushes.range(..d.pushes).next_back().map_or(d.pushes, |(k, _)| *k)
+        } else {
+            d.pushes
+        };
+        *self.by_pushes.entry(at).or_default() += 1;
+        self.documents += 1;
+        if self.top.is_none_or(|t| d.pushes > t.pushes) {
+            self.top = Some(*d);
+        }
+    }
+}
+
 #[derive(Default)]
 struct Growth {
     namespace: String,
@@ -56,6 +87,8 @@ struct Growth {
     /// Pushes whose filter names no `_id` (counted, not per document).
     untargeted: u64,
     docs: FxHashMap<u64, DocGrowth>,
+    /// Documents of earlier lives of the collection.
+    retired: Retired,
     max_len: u64,
     max_doc_bytes: u64,
     shapes: BTreeSet<ShapeId>,
@@ -194,19 +227,35 @@ impl ArrayGrowth {
         };
         if !g.docs.contains_key(&id) {
             if self.tracked >= self.max_documents {
-                // Forget the documents pushed to least: they are the least likely to grow.
-                let fewest = g.docs.iter().min_by_key(|(_, d)| d.pushes).map(|(k, _)| *k);
-                match fewest {
-                    Some(k) => {
-                        g.docs.remove(&k);
-                        self.tracked -= 1;
-                        self.evicted_documents += 1;
-                    }
-                    None => {
-                        self.evicted_documents += 1;
-                        return;
-                    }
+                // Forget the half of this array's documents pushed to least: they are
+                // the least likely to grow. Half at once, so a full table costs one
+                // pass per many new documents, not one per document.
+                if g.docs.is_empty() {
+                    self.evicted_documents += 1;
+                    return;
                 }
+                let before = g.docs.len();
+                let remove = before.div_ceil(2);
+                if remove == before {
+                    g.docs.clear();
+                } else {
+                    let mut pushes: Vec<u64> = g.docs.values().map(|d| d.pushes).collect();
+                    let (_, first_kept, _) = pushes.select_nth_unstable(remove);
+                    let first_kept = *first_kept;
+                    let above = pushes.iter().filter(|p| **p > first_kept).count();
+                    // Everything above the cut stays, and as many ties as fill the kept half.
+                    let mut ties = before - remove - above;
+                    g.docs.retain(|_, d| {
+                        d.pushes > first_kept
+                            || (d.pushes == first_kept && ties > 0 && {
+                                ties -= 1;
+                                true
+                            })
+                    });
+                }
+                let gone = before - g.docs.len();
+                self.tracked -= gone;
+                self.evicted_documents += gone as u64;
             }
             self.tracked += 1;
         }
@@ -214,6 +263,29 @@ impl ArrayGrowth {
         d.pushes += 1;
         d.elements += elements;
         d.last_at = at;
+    }
+
+    /// A collection's life changed: the documents it had are gone (a re-created one
+    /// holds new documents, whatever their `_id`), so their entries become a summary.
+    fn retire(&mut self, change: &Lifecycle) {
+        let gone = |ns: &str| match change {
+            Lifecycle::Dropped(n) | Lifecycle::Emptied(n) => n == ns,
+            Lifecycle::Renamed { from, to } => from == ns || to == ns,
+            Lifecycle::DatabaseDropped(db) => {
+                ns.strip_prefix(db.as_str()).is_some_and(|r| r.starts_with('.'))
+            }
+            Lifecycle::Created(_) => false,
+        };
+        for ((ns, _), g) in self.growth.iter_mut() {
+            if g.docs.is_empty() || !gone(ns) {
+                continue;
+            }
+            self.tracked -= g.docs.len();
+            for d in g.docs.values() {
+                g.retired.add(d);
+            }
+            g.docs.clear();
+        }
     }
 
     /// Array lengths and document sizes from a document a reply returned.
@@ -242,6 +314,9 @@ impl Detector for ArrayGrowth {
 
     fn on_operation(&mut self, v: &OpView<'_>) {
         let op = v.op;
+        if let Some(change) = &v.change {
+            self.retire(change);
+        }
         let Some(cmd) = &v.command else { return };
         let returned = v.batch.is_some() || cmd.name.eq_ignore_ascii_case("findAndModify");
         if returned && self.watched.contains(&op.namespace) {
@@ -308,15 +383,28 @@ impl Detector for ArrayGrowth {
             (&a.namespace, self.paths.name(a.path)).cmp(&(&b.namespace, self.paths.name(b.path)))
         });
         for g in all {
-            let Some((_, top)) = g.docs.iter().max_by_key(|(k, d)| (d.pushes, **k)) else { continue };
+            let live = g.docs.iter().max_by_key(|(k, d)| (d.pushes, **k)).map(|(_, d)| *d);
+            let Some(top) = [g.retired.top, live].into_iter().flatten().max_by_key(|d| d.pushes) else {
+                continue;
+            };
             let max_len = g.max_len.max(top.len.unwrap_or(0));
             if top.pushes < t.array_min_pushes_per_doc && max_len < t.array_max_elements {
                 continue;
             }
             let field = self.paths.name(g.path).to_owned();
-            let mut per_doc: Vec<u64> = g.docs.values().map(|d| d.pushes).collect();
-            per_doc.sort_unstable();
-            let p50 = per_doc[per_doc.len() / 2];
+            let documents = g.docs.len() as u64 + g.retired.documents;
+            let mut per_doc: BTreeMap<u64, u64> = g.retired.by_pushes.clone();
+            for d in g.docs.values() {
+                *per_doc.entry(d.pushes).or_default() += 1;
+            }
+            let mut below = 0;
+            let p50 = per_doc
+                .iter()
+                .find(|(_, n)| {
+                    below += **n;
+                    below > documents / 2
+                })
+                .map_or(0, |(p, _)| *p);
             let elem_bytes = g.element_bytes as f64 / g.elements.max(1) as f64;
             let span = (top.last_at.saturating_sub(top.first_at) as f64 / 1e6).max(1.0);
             let growth_per_s = top.elements as f64 / span * elem_bytes;
@@ -339,8 +427,8 @@ impl Detector for ArrayGrowth {
                  rest in its own collection, each child referencing its {coll} document.",
                 pushes = g.pushes,
                 top = top.pushes,
-                docs = g.docs.len(),
-                plural = if g.docs.len() == 1 { "" } else { "s" },
+                docs = documents,
+                plural = if documents == 1 { "" } else { "s" },
                 len = if max_len > 0 { format!("; the longest array seen has {max_len} elements") } else { String::new() },
                 span = duration(span),
                 eta = if seconds.is_finite() { format!("about {}", duration(seconds)) } else { "an unknown time".to_owned() },
@@ -369,7 +457,7 @@ impl Detector for ArrayGrowth {
                     evidence: json!({
                         "count": g.pushes,
                         "elements_pushed": g.elements,
-                        "documents": g.docs.len(),
+                        "documents": documents,
                         "pushes_per_document": {"max": top.pushes, "p50": p50},
                         "pushes_without_id": g.untargeted,
                         "longest_array_seen": if max_len > 0 { json!(max_len) } else { json!(null) },
@@ -459,5 +547,55 @@ mod tests {
             push(&mut s, c, id, doc! {"$push": {"comments": {"t": "x"}}}, None);
         }
         assert!(growth(s).is_empty());
+    }
+
+    #[test]
+    fn a_dropped_collections_documents_become_a_summary_that_still_counts() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for _ in 0..300 {
+            push(&mut s, c, 1, doc! {"$push": {"reviews": {"stars": 5}}}, None);
+        }
+        push(&mut s, c, 2, doc! {"$push": {"reviews": {"stars": 5}}}, None);
+        s.exchange(c, doc! {"drop": "products", "$db": "shop"}, doc! {"ok": 1.0});
+        // The re-created collection's document 1 is a new document: its pushes start at 0.
+        for _ in 0..3 {
+            push(&mut s, c, 1, doc! {"$push": {"reviews": {"stars": 1}}}, None);
+        }
+        let f = growth(s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].evidence["documents"], 3);
+        assert_eq!(f[0].evidence["pushes_per_document"]["max"], 300);
+        assert_eq!(f[0].evidence["pushes_per_document"]["p50"], 3);
+    }
+
+    #[test]
+    fn a_full_document_table_lets_the_least_pushed_half_go_and_keeps_the_busy_one() {
+        use crate::detectors::{Detectors, Thresholds};
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for _ in 0..300 {
+            push(&mut s, c, 1, doc! {"$push": {"reviews": {"stars": 5}}}, None);
+        }
+        for id in 2..1000 {
+            push(&mut s, c, id, doc! {"$push": {"reviews": {"stars": 1}}}, None);
+        }
+        let t = Thresholds { max_documents: 100, ..Thresholds::default() };
+        let mut p = crate::pipeline::Pipeline::with_detectors(
+            Default::default(),
+            Default::default(),
+            Detectors::new(t),
+        );
+        s.run_into(&mut p);
+        let f: Vec<_> = p.findings().into_iter().filter(|f| f.kind == "unbounded_array_growth").collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].evidence["pushes_per_document"]["max"], 300);
+        let documents = f[0].evidence["documents"].as_u64().unwrap();
+        assert!((50..=100).contains(&documents), "{documents}");
+        assert!(
+            p.detectors().evictions().get("unbounded_array_growth.documents").is_some_and(|n| *n >= 899),
+            "{:?}",
+            p.detectors().evictions()
+        );
     }
 }
