@@ -19,20 +19,36 @@ report() {
   printf '%s\n' "${times[@]}"
   printf '%5d s  total\n' "$SECONDS"
 }
-trap report EXIT
-stage "setup (installs what is missing)" ./scripts/setup.sh
+trap 'report; [ -n "${setup_pid:-}" ] && kill "$setup_pid" 2>/dev/null; true' EXIT
+# The set-up downloads (PyPI, npm, Debian) while the compiler has the cores: it runs
+# beside formatting, lints and the test build, and is waited for before the first test.
+mkdir -p target
+./scripts/setup.sh >target/setup.log 2>&1 &
+setup_pid=$!
+setup_done() {
+  local code=0
+  wait "$setup_pid" || code=$?
+  setup_pid=
+  cat target/setup.log
+  return "$code"
+}
 stage "cargo fmt --check" cargo fmt --all -- --check
 stage "cargo clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
 # nextest runs the test binaries side by side (cargo test runs them one after the
 # other: the idle test's 45 s alone would wait for nothing); doc tests apart.
-if cargo nextest --version >/dev/null 2>&1; then
+nextest=0
+cargo nextest --version >/dev/null 2>&1 && nextest=1
+if [ "$nextest" = 1 ]; then
+  stage "build the tests" cargo nextest run --workspace --no-run --cargo-quiet
+else
+  stage "build the tests" cargo test --workspace --no-run --quiet
+fi
+stage "setup (installs what is missing; ran beside the build, its log above)" setup_done
+if [ "$nextest" = 1 ]; then
   stage "cargo nextest (every Rust test, binaries side by side) and doc tests" \
     bash -c 'cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow && cargo test --doc --workspace --quiet'
 else
   stage "cargo test" cargo test --workspace --quiet
-fi
-if [ -x scripts/smoke.sh ]; then
-  stage "client smoke tests (pymongo, mongoengine, Node driver, Mongoose, mongosh)" ./scripts/smoke.sh
 fi
 cargo build --quiet --bin mongotap
 stage "docs: every relative link resolves, every finding kind has its page" \
@@ -40,5 +56,17 @@ stage "docs: every relative link resolves, every finding kind has its page" \
 # A short soak; the long one is a benchmark (bench/soak.sh).
 stage "soak, 45 s (pymongo threads, connection churn, the Node driver; every byte compared at both ends; RSS and descriptors flat)" \
   .venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak
-stage "detector scenarios (pymongo, mongoengine, Node driver, Mongoose, mongosh; precision and recall)" \
-  .venv/bin/python tests/scenarios/run.py --mongotap target/debug/mongotap
+# The client smoke tests and the labelled scenarios each start their own servers on
+# free ports, and both wait on slow clients more than they compute: side by side.
+clients_and_scenarios() {
+  local smoke_pid code=0
+  ./scripts/smoke.sh >target/smoke.log 2>&1 &
+  smoke_pid=$!
+  .venv/bin/python tests/scenarios/run.py --mongotap target/debug/mongotap || code=$?
+  echo "== client smoke tests (pymongo, mongoengine, Node driver, Mongoose, mongosh), ran beside the scenarios"
+  wait "$smoke_pid" || code=$?
+  cat target/smoke.log
+  return "$code"
+}
+stage "detector scenarios (pymongo, mongoengine, Node driver, Mongoose, mongosh; precision and recall) and client smoke tests, side by side" \
+  clients_and_scenarios

@@ -2,9 +2,11 @@
 """Runs the labelled end-to-end scenarios through mongotap and scores its findings.
 
     .venv/bin/python tests/scenarios/run.py [--mongotap target/debug/mongotap] [--only NAME,...]
-        [--keep DIR] [--scored n_plus_one,redundant_query,lookup_chain] [--verbose]
+        [--keep DIR] [--scored n_plus_one,redundant_query,lookup_chain] [--jobs 3] [--verbose]
 
-Starts one SecantusDB (in memory) on a free port; then, for each scenario of scenarios.json, a fresh
+Starts one SecantusDB (in memory) on a free port per job (--jobs scenarios run side by side, each
+job with its own upstream, so one slow server never times another job's scenario); then, for each
+scenario of scenarios.json, a fresh
 `mongotap proxy --admin off --report-json` on a free port, runs the scenario's client through it
 (appName=<scenario name>, database <scenario name>), stops mongotap with SIGTERM and scores its
 final report against the scenario's expected findings:
@@ -25,7 +27,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +42,7 @@ OPERATION_TOLERANCE = 0.05
 CLIENT_TIMEOUT = 120
 
 started = []  # every process this runner started, for cleanup
+started_lock = threading.Lock()
 
 
 class ScenarioError(Exception):
@@ -68,8 +73,14 @@ def start(argv, log_path, **kw):
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, **kw)
     log.close()
-    started.append(proc)
+    with started_lock:
+        started.append(proc)
     return proc
+
+
+def forget(proc):
+    with started_lock:
+        started.remove(proc)
 
 
 def stop(proc, sig=signal.SIGTERM, grace=20.0):
@@ -98,9 +109,11 @@ def stop(proc, sig=signal.SIGTERM, grace=20.0):
 
 
 def cleanup():
-    for proc in reversed(started):
+    with started_lock:
+        procs = list(reversed(started))
+        started.clear()
+    for proc in procs:
         stop(proc, grace=5.0)
-    started.clear()
 
 
 def tail(path, lines=40):
@@ -250,9 +263,9 @@ def run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths):
     finally:
         if client is not None:
             stop(client, signal.SIGKILL, grace=5.0)
-            started.remove(client)
+            forget(client)
         code, in_time = stop(proxy)
-        started.remove(proxy)
+        forget(proxy)
     if not in_time:
         raise ScenarioError(f"mongotap did not exit within 20 s of SIGTERM; its log:\n"
                             f"{tail(workdir / f'{name}.mongotap.log')}")
@@ -274,8 +287,12 @@ def main():
     parser.add_argument("--only", help="comma-separated scenario names")
     parser.add_argument("--keep", type=Path, help="keep reports and logs in this directory")
     parser.add_argument("--scored", default=DEFAULT_SCORED, help=f"finding kinds that count (default {DEFAULT_SCORED})")
+    parser.add_argument("--jobs", "-j", type=int, default=3,
+                        help="scenarios run side by side, each job with its own SecantusDB (default 3)")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print each client's last output line")
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     args.mongotap = args.mongotap.resolve()
     if not args.mongotap.exists():
         sys.exit(f"no mongotap binary at {args.mongotap} (build it, or pass --mongotap)")
@@ -300,50 +317,68 @@ def main():
     else:
         workdir = Path(tempfile.mkdtemp(prefix="mongotap-scenarios-"))
 
-    rows, failures = [], 0
+    rows = [None] * len(scenarios)
     t_start = time.monotonic()
-    try:
-        upstream_port = free_port()
-        upstream = start([str(secantusd), "--host", "127.0.0.1", "--port", str(upstream_port), "--storage-path",
-                          ":memory:", "--standalone", "--log-level", "WARNING"], workdir / "secantusdb.log", cwd=ROOT)
-        try:
-            wait_listening(upstream_port, upstream, "SecantusDB", timeout=30)
-        except ScenarioError as e:
-            sys.exit(f"{e}; its log:\n{tail(workdir / 'secantusdb.log')}")
-        print(f"SecantusDB on 127.0.0.1:{upstream_port}, mongotap {args.mongotap}, scored: {', '.join(sorted(scored))}")
-        width = max(len(s["name"]) for s in scenarios) if scenarios else 10
-        for scenario in scenarios:
-            name, client = scenario["name"], scenario["client"]
-            expect = substitute(scenario["expect"], {"db": name})
-            t0 = time.monotonic()
+    print_lock = threading.Lock()
+    local = threading.local()
+    width = max(len(s["name"]) for s in scenarios) if scenarios else 10
+
+    def upstream_of_this_job():
+        """This job's SecantusDB, started on its first scenario."""
+        if getattr(local, "upstream", None) is None:
+            port = free_port()
+            log = workdir / f"secantusdb-{port}.log"
+            proc = start([str(secantusd), "--host", "127.0.0.1", "--port", str(port), "--storage-path",
+                          ":memory:", "--standalone", "--log-level", "WARNING"], log, cwd=ROOT)
             try:
-                findings, summary, data = run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths)
+                wait_listening(port, proc, "SecantusDB", timeout=30)
             except ScenarioError as e:
-                failures += 1
-                rows.append((scenario, None))
+                raise ScenarioError(f"{e}; its log:\n{tail(log)}")
+            local.upstream = (port, proc)
+        return local.upstream
+
+    def attempt(index, scenario):
+        name, client = scenario["name"], scenario["client"]
+        expect = substitute(scenario["expect"], {"db": name})
+        t0 = time.monotonic()
+        try:
+            upstream_port, upstream = upstream_of_this_job()
+            findings, summary, data = run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths)
+        except ScenarioError as e:
+            rows[index] = (scenario, None)
+            with print_lock:
                 print(f"ERROR {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  {e}", flush=True)
-                continue
-            tp, fp, fn = score(expect, findings, scored)
-            w_tp, w_fp, w_fn = score_workload(scenario, data, name)
-            tp, fp, fn = tp + w_tp, fp + w_fp, fn + w_fn
-            rows.append((scenario, (tp, fp, fn)))
-            verdict = "ok  " if not fp and not fn else "FAIL"
-            print(f"{verdict}  {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  "
-                  f"TP {len(tp)} FP {len(fp)} FN {len(fn)}", flush=True)
-            for item in fn:
-                print(f"        FN {describe(item)}")
-            for item in fp:
-                print(f"        FP {describe(item)}")
-            if args.verbose and summary:
-                print(f"        client: {summary}")
+            return
+        tp, fp, fn = score(expect, findings, scored)
+        w_tp, w_fp, w_fn = score_workload(scenario, data, name)
+        tp, fp, fn = tp + w_tp, fp + w_fp, fn + w_fn
+        rows[index] = (scenario, (tp, fp, fn))
+        verdict = "ok  " if not fp and not fn else "FAIL"
+        lines = [f"{verdict}  {name:<{width}} {client:<11} {time.monotonic() - t0:5.1f} s  "
+                 f"TP {len(tp)} FP {len(fp)} FN {len(fn)}"]
+        lines += [f"        FN {describe(item)}" for item in fn]
+        lines += [f"        FP {describe(item)}" for item in fp]
+        if args.verbose and summary:
+            lines.append(f"        client: {summary}")
+        with print_lock:
+            print("\n".join(lines), flush=True)
+
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
+        print(f"{len(scenarios)} scenarios, {args.jobs} side by side (each job its own SecantusDB), "
+              f"mongotap {args.mongotap}, scored: {', '.join(sorted(scored))}", flush=True)
+        for done in [pool.submit(attempt, i, s) for i, s in enumerate(scenarios)]:
+            done.result()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
-        cleanup()
+        pool.shutdown(wait=False, cancel_futures=True)
+        cleanup()  # the jobs still running see their processes gone and end
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
+    failures = sum(1 for _, r in rows if r is None)
     scoredrows = [r for _, r in rows if r is not None]
     tp = sum(len(r[0]) for r in scoredrows)
     fp = sum(len(r[1]) for r in scoredrows)
