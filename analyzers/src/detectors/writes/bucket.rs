@@ -39,6 +39,23 @@ struct Candidate {
     docs: u64,
     distinct: FxHashSet<u64>,
     saturated: bool,
+    /// A value that was not a small integer was seen: a 1-5 rating or a status
+    /// code is a category of the documents, never the source of a series.
+    beyond_small_ints: bool,
+}
+
+/// Integers up to this are categories (ratings, levels, codes), not sources.
+const SMALL_INT: i64 = 16;
+
+/// Whether a document can be a reading: readings are a time, a source and a few
+/// measurements. Free text (a review's words) or a list (an order's lines) makes it
+/// an entity, which the bucket pattern does not fit.
+fn reading_like(fields: &[Element<'_>]) -> bool {
+    fields.iter().all(|e| match e.kind {
+        0x04 => false,
+        0x02 => e.value.len() <= 4 + 64 + 1,
+        _ => true,
+    })
 }
 
 #[derive(Default)]
@@ -128,6 +145,9 @@ impl Detector for Bucket {
                 continue;
             }
             let Some(time) = fields.iter().find(|e| e.kind == 0x09) else { continue };
+            if !reading_like(&fields) {
+                continue;
+            }
             stream.docs += 1;
             if stream.time_field.is_none() {
                 stream.time_field = names.id(At { path: time.key, array: None });
@@ -141,6 +161,9 @@ impl Detector for Bucket {
                     None => stream.candidates.entry(field).or_default(),
                 };
                 c.docs += 1;
+                if !c.beyond_small_ints {
+                    c.beyond_small_ints = !e.as_i64().is_some_and(|n| (0..=SMALL_INT).contains(&n));
+                }
                 if let Some(h) = keyed.link(e) {
                     if c.distinct.len() < MAX_DISTINCT {
                         c.distinct.insert(h);
@@ -163,15 +186,16 @@ impl Detector for Bucket {
             self.streams.values().filter(|s| s.docs >= t.bucket_min_inserts).collect();
         streams.sort_by(|a, b| a.namespace.cmp(&b.namespace));
         for s in streams {
-            // The source: many documents per value, and values enough to be sources, not
-            // categories; of those, the field with the most readings per source.
+            // The source: many documents per value, values enough to be sources and not
+            // small integers (categories); of those, the field with the most values (an
+            // identifier has more values than any category beside it).
             let best = s
                 .candidates
                 .iter()
-                .filter(|(_, c)| !c.saturated && c.docs == s.docs)
+                .filter(|(_, c)| !c.saturated && c.docs == s.docs && c.beyond_small_ints)
                 .map(|(f, c)| (*f, c.distinct.len() as u64))
                 .filter(|(_, d)| *d >= t.bucket_min_sources && s.docs / d.max(&1) >= t.bucket_min_per_source)
-                .max_by_key(|(f, d)| (s.docs / d.max(&1), std::cmp::Reverse(self.names.name(*f).to_owned())));
+                .max_by_key(|(f, d)| (*d, std::cmp::Reverse(self.names.name(*f).to_owned())));
             let Some((field, sources)) = best else { continue };
             let field = self.names.name(field).to_owned();
             let time = s.time_field.map_or("ts", |f| self.names.name(f)).to_owned();
@@ -266,5 +290,47 @@ mod tests {
             );
         }
         assert!(s.run().findings().iter().all(|f| f.kind != "bucket_candidate"));
+    }
+
+    #[test]
+    fn the_identifier_is_the_source_not_a_category_with_fewer_values() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "iot", "PyMongo 4.20.1");
+        for i in 0..600i64 {
+            let kind = ["temp", "humidity", "pressure", "co2", "light"][(i % 5) as usize];
+            insert(
+                &mut s,
+                c,
+                doc! {"sensorId": format!("s-{}", i % 20), "kind": kind, "ts": DateTime::from_millis(i * 1000), "value": 21.5},
+            );
+        }
+        let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "bucket_candidate").collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].extra["field"], "sensorId");
+    }
+
+    #[test]
+    fn reviews_inserted_one_by_one_are_entities_not_readings() {
+        // A 1-5 rating is a category, whatever the number of reviews per rating.
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for i in 0..600i64 {
+            s.exchange(
+                c,
+                doc! {"insert": "reviews", "documents": [{"productId": i, "rating": (i % 5) + 1, "at": DateTime::from_millis(i * 1000)}], "$db": "shop"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+        }
+        // Reviews with their words: free text is no reading, even with 30 per product.
+        for i in 0..600i64 {
+            let text = "Arrived on time, works as described, would buy again from this shop.";
+            s.exchange(
+                c,
+                doc! {"insert": "comments", "documents": [{"productId": i % 20, "text": text, "at": DateTime::from_millis(i * 1000)}], "$db": "shop"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+        }
+        let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "bucket_candidate").collect();
+        assert!(f.is_empty(), "{f:#?}");
     }
 }

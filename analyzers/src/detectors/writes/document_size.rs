@@ -176,7 +176,14 @@ impl Detector for DocumentSize {
             "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(statements::find_and_modify_value),
             _ => None,
         };
-        if let (true, Some(shape)) = (v.batch.is_some() || value.is_some(), v.read_shape()) {
+        // Only a collection's documents count: a bulk write's or an administrative
+        // command's reply carries results and bookkeeping, not documents.
+        let returns_documents = matches!(cmd.name, "find" | "aggregate" | "getMore") || value.is_some();
+        if let (true, true, Some(shape)) = (
+            returns_documents && op.namespace.contains('.'),
+            v.batch.is_some() || value.is_some(),
+            v.read_shape(),
+        ) {
             let Some(s) = self.read_sizes(shape, &op.namespace, at) else { return };
             for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
                 s.note(d, true, threshold, app, at);
@@ -189,7 +196,11 @@ impl Detector for DocumentSize {
             return;
         }
         for (ns, d) in v.inserts().iter().copied() {
-            if let Some(s) = self.sizes(ns.unwrap_or(&op.namespace), at) {
+            let ns = ns.unwrap_or(&op.namespace);
+            if !ns.contains('.') {
+                continue;
+            }
+            if let Some(s) = self.sizes(ns, at) {
                 s.note(d, false, threshold, app, at);
             }
         }
@@ -302,6 +313,27 @@ mod tests {
 
     fn blob(bytes: usize) -> Binary {
         Binary { subtype: BinarySubtype::Generic, bytes: vec![7; bytes] }
+    }
+
+    #[test]
+    fn a_bulk_writes_reply_on_admin_is_no_document() {
+        // Two rules keep it out: the detector counts only what a collection's reads
+        // return, and the server's own namespaces (admin) get no advice at all.
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "files", "PyMongo 4.20.1");
+        for i in 0..3 {
+            // The results' upserted ids echo what was sent: big ones make a big reply.
+            let id = "k".repeat(1_200_000 + i);
+            s.exchange(
+                c,
+                doc! {"bulkWrite": 1, "ops": [{"update": 0, "filter": {"_id": &id}, "updateMods": {"$set": {"n": 1}}, "upsert": true}],
+                      "nsInfo": [{"ns": "f.keys"}], "$db": "admin"},
+                doc! {"cursor": {"id": 0i64, "ns": "admin.$cmd.bulkWrite", "firstBatch": [{"ok": 1.0, "idx": 0, "n": 1, "upserted": {"_id": &id}}]},
+                      "nErrors": 0, "nInserted": 0, "nUpserted": 1, "nMatched": 0, "nModified": 0, "nDeleted": 0, "ok": 1.0},
+            );
+        }
+        let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "large_document").collect();
+        assert!(f.iter().all(|f| f.namespace != "admin"), "{f:#?}");
     }
 
     #[test]
