@@ -61,6 +61,7 @@ pub const KINDS: &[&str] = &[
     "embed_candidate",
     "extended_reference_candidate",
     "unknown_field",
+    "inefficient_regex",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -139,6 +140,7 @@ impl Detectors {
             Box::new(writes::bucket::Bucket::new(&thresholds)),
             Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
             Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
+            Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),
             Box::new(schema::unknown_field::UnknownField),
         ];
         Detectors { list, thresholds }

@@ -101,6 +101,8 @@ pub struct Thresholds {
     pub index_high_examined: u64,
     /// Index advisor: operations on a collection before one of its indexes may be called unused.
     pub unused_index_min_operations: u64,
+    /// Inefficient regex: reads matching a field with a regex no index can seek before it is a finding.
+    pub regex_min_count: u64,
     /// Unknown field: documents of a collection seen whole before a field none of them carries is unknown.
     pub unknown_field_min_documents: u64,
 
@@ -184,6 +186,7 @@ impl Default for Thresholds {
             index_high_share: 0.05,
             index_high_examined: 500,
             unused_index_min_operations: 100,
+            regex_min_count: 5,
             unknown_field_min_documents: 20,
             operation_gap_ms: 50,
             operation_very_high_share: 0.25,
@@ -429,6 +432,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: Atlas calls an index unused after 7 days without use; mongotap says how long it watched",
     },
     ThresholdDoc {
+        key: "regex_min_count",
+        meaning: "reads matching one field with an unanchored or case-insensitive regex before it is a finding",
+        source: "ours, as index_min_count (a handful of runs is a page); the rule itself is the manual's ($regex, Index Use: only a case-sensitive prefix expression uses an index range)",
+    },
+    ThresholdDoc {
         key: "unknown_field_min_documents",
         meaning: "documents of a collection seen whole (written, or returned without a projection) before a queried field none of them carries is called unknown",
         source: "ours: twenty documents, none with the field, and no query on it that returned a document (Compass samples 1,000 documents for its schema view; mongotap walks every document it sees until 256, then one in 16)",
@@ -585,6 +593,7 @@ impl Thresholds {
             ("index_in_max_points", self.index_in_max_points, 1_000_000),
             ("index_high_examined", self.index_high_examined, u64::MAX),
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
+            ("regex_min_count", self.regex_min_count, u64::MAX),
             ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
             ("operation_gap_ms", self.operation_gap_ms, 3_600_000),
             ("relationship_min_operations", self.relationship_min_operations, u64::MAX),

@@ -8,11 +8,13 @@
 //! - [`advisor`]: the detector: each shape's needs and executions, judged when they ran.
 //! - [`missing`]: `missing_index`, one key per unserved need, merged.
 //! - [`unneeded`]: `redundant_index` and `unused_index`.
+//! - [`inefficient_regex`]: frequent regexes no index can seek (unanchored, case-insensitive).
 
 pub mod advisor;
 pub mod catalog;
 pub mod esr;
 pub mod fit;
+pub mod inefficient_regex;
 pub mod missing;
 pub mod spec;
 pub mod unneeded;
