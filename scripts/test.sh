@@ -19,11 +19,14 @@ report() {
   printf '%s\n' "${times[@]}"
   printf '%5d s  total\n' "$SECONDS"
 }
-trap 'report; [ -n "${setup_pid:-}" ] && kill "$setup_pid" 2>/dev/null; true' EXIT
+# Jobs run beside others each lead their own process group (setsid), so that an
+# early exit stops them with everything they started (pip, npm, servers).
+stop_group() { [ -n "${1:-}" ] && kill -- "-$1" 2>/dev/null; true; }
+trap 'report; stop_group "${setup_pid:-}"; stop_group "${smoke_pid:-}"' EXIT
 # The set-up downloads (PyPI, npm, Debian) while the compiler has the cores: it runs
 # beside formatting, lints and the test build, and is waited for before the first test.
 mkdir -p target
-./scripts/setup.sh >target/setup.log 2>&1 &
+setsid ./scripts/setup.sh >target/setup.log 2>&1 &
 setup_pid=$!
 setup_done() {
   local code=0
@@ -59,12 +62,13 @@ stage "soak, 45 s (pymongo threads, connection churn, the Node driver; every byt
 # The client smoke tests and the labelled scenarios each start their own servers on
 # free ports, and both wait on slow clients more than they compute: side by side.
 clients_and_scenarios() {
-  local smoke_pid code=0
-  ./scripts/smoke.sh >target/smoke.log 2>&1 &
+  local code=0
+  setsid ./scripts/smoke.sh >target/smoke.log 2>&1 &
   smoke_pid=$!
   .venv/bin/python tests/scenarios/run.py --mongotap target/debug/mongotap || code=$?
   echo "== client smoke tests (pymongo, mongoengine, Node driver, Mongoose, mongosh), ran beside the scenarios"
   wait "$smoke_pid" || code=$?
+  smoke_pid=
   cat target/smoke.log
   return "$code"
 }

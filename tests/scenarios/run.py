@@ -80,7 +80,8 @@ def start(argv, log_path, **kw):
 
 def forget(proc):
     with started_lock:
-        started.remove(proc)
+        if proc in started:  # cleanup() may have stopped it already (an interrupt)
+            started.remove(proc)
 
 
 def stop(proc, sig=signal.SIGTERM, grace=20.0):
@@ -324,8 +325,8 @@ def main():
     width = max(len(s["name"]) for s in scenarios) if scenarios else 10
 
     def upstream_of_this_job():
-        """This job's SecantusDB, started on its first scenario."""
-        if getattr(local, "upstream", None) is None:
+        """This job's SecantusDB, started on its first scenario (and again if it died)."""
+        if getattr(local, "upstream", None) is None or local.upstream[1].poll() is not None:
             port = free_port()
             log = workdir / f"secantusdb-{port}.log"
             proc = start([str(secantusd), "--host", "127.0.0.1", "--port", str(port), "--storage-path",

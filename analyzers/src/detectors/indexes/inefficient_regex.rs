@@ -59,12 +59,17 @@ fn special(b: u8) -> bool {
 }
 
 /// Whether a pattern piece is plain text: no special byte but escaped punctuation
-/// (`ann@example\.com`, as drivers' escape functions write it).
+/// (`ann@example\.com`, as drivers' escape functions write it) and quoted runs
+/// (`\Q...\E`, as Java's `Pattern.quote` writes them).
 fn only_literals(piece: &[u8]) -> bool {
     let mut i = 0;
     while i < piece.len() {
         match piece[i] {
             b'\\' => match piece.get(i + 1) {
+                Some(b'Q') => match piece[i + 2..].windows(2).position(|w| w == b"\\E") {
+                    Some(end) => i += 2 + end + 2,
+                    None => return true, // Quoted to the end.
+                },
                 Some(c) if c.is_ascii_punctuation() => i += 2,
                 _ => return false,
             },
@@ -77,7 +82,11 @@ fn only_literals(piece: &[u8]) -> bool {
 
 /// Classifies a pattern with its options, by the manual's prefix-expression rule.
 pub fn classify(pattern: &[u8], options: &[u8]) -> Class {
-    let case_insensitive = options.contains(&b'i') || pattern.starts_with(b"(?i)");
+    let (pattern, inline_i) = match pattern.strip_prefix(b"(?i)") {
+        Some(rest) => (rest, true),
+        None => (pattern, false),
+    };
+    let case_insensitive = inline_i || options.contains(&b'i');
     let body = if let Some(rest) = pattern.strip_prefix(b"\\A") {
         Some(rest)
     } else if options.contains(&b'm') {
@@ -86,14 +95,16 @@ pub fn classify(pattern: &[u8], options: &[u8]) -> Class {
         pattern.strip_prefix(b"^")
     };
     let literal_prefix = body.is_some_and(|b| {
-        // The first character: plain, or escaped punctuation (`^\$`).
+        // The first character: plain, escaped punctuation (`^\$`) or quoted (`^\Q...`).
         let width = match b {
+            [b'\\', b'Q', c, ..] if *c != b'\\' => return true,
             [b'\\', c, ..] if c.is_ascii_punctuation() => 2,
             [c, ..] if !special(*c) => 1,
             _ => return false,
         };
-        // `^a?`, `^a*`, `^a{0,1}`: the first character is optional, so no prefix.
-        !matches!(b.get(width), Some(b'?' | b'*' | b'{'))
+        // `^a?`, `^a*`, `^a{0,1}`: the first character is optional, so no prefix
+        // (`^a{2}` keeps it).
+        !matches!(b.get(width..), Some([b'?' | b'*', ..] | [b'{', b'0', ..]))
     });
     let whole_value = body.and_then(|b| b.strip_suffix(b"$")).is_some_and(only_literals);
     Class { case_insensitive, prefix: literal_prefix, whole_value }
@@ -212,6 +223,11 @@ impl Detector for InefficientRegex {
             return;
         }
         let Some(filter) = v.filter() else { return };
+        // Beside an equality, the regex filters what an index on that field found
+        // (`{tenantId: t, name: /q/i}`): it is not what the read costs.
+        if !v.equalities().is_empty() {
+            return;
+        }
         let mut found: Vec<(&[u8], Class)> = Vec::new();
         regexes(filter, &mut |k, c| found.push((k, c)));
         for (field, class) in found {
@@ -362,6 +378,10 @@ mod tests {
         assert!(!c("^(a|b)", "").prefix);
         assert!(!c("^a?b", "").prefix);
         assert!(!c("^Pho", "m").prefix, "with m, ^ anchors every line");
+        assert!(c("^a{2}b", "").prefix && !c("^a{0,1}b", "").prefix);
+        assert!(seekable("^\\QA.B\\E", ""), "Pattern.quote's form");
+        assert!(c("^\\Qann@x.com\\E$", "i").whole_value);
+        assert!(c("(?i)^Pho", "").prefix && c("(?i)^Pho", "").case_insensitive);
         assert!(c("^ann@example\\.com$", "i").whole_value, "escaped punctuation is text");
         assert!(!c("^ann\\d+$", "i").whole_value, "a class is not");
         assert!(c("^ann$", "i").whole_value);
@@ -385,6 +405,8 @@ mod tests {
             search(&mut s, c, doc! {"name": {"$regex": format!("phone{i}"), "$options": "i"}});
             search(&mut s, c, doc! {"sku": re(format!("^AB{i}"), "")});
             search(&mut s, c, doc! {"$or": [{"tags": re(format!("sale{i}"), "")}, {"x": 1}]});
+            // Beside an equality: a residual filter on what the equality found.
+            search(&mut s, c, doc! {"tenantId": i, "title": re(format!("x{i}"), "i")});
         }
         let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "inefficient_regex").collect();
         let fields: Vec<_> = f.iter().map(|f| f.extra["field"].as_str().unwrap()).collect();

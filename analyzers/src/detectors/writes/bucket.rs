@@ -42,6 +42,9 @@ struct Candidate {
     /// A value that was not a small integer was seen: a 1-5 rating or a status
     /// code is a category of the documents, never the source of a series.
     beyond_small_ints: bool,
+    /// A string or ObjectId value was seen: what identifiers are made of (a number
+    /// with many values can as well be a measurement, such as a heart rate).
+    textual: bool,
 }
 
 /// Integers up to this are categories (ratings, levels, codes), not sources.
@@ -161,6 +164,7 @@ impl Detector for Bucket {
                     None => stream.candidates.entry(field).or_default(),
                 };
                 c.docs += 1;
+                c.textual |= matches!(e.kind, 0x02 | 0x07);
                 if !c.beyond_small_ints {
                     c.beyond_small_ints = !e.as_i64().is_some_and(|n| (0..=SMALL_INT).contains(&n));
                 }
@@ -187,15 +191,21 @@ impl Detector for Bucket {
         streams.sort_by(|a, b| a.namespace.cmp(&b.namespace));
         for s in streams {
             // The source: many documents per value, values enough to be sources and not
-            // small integers (categories); of those, the field with the most values (an
-            // identifier has more values than any category beside it).
+            // small integers (categories); of those, strings and ObjectIds first (what
+            // identifiers are made of), then the most values (an identifier has more
+            // values than any category beside it).
             let best = s
                 .candidates
                 .iter()
                 .filter(|(_, c)| !c.saturated && c.docs == s.docs && c.beyond_small_ints)
-                .map(|(f, c)| (*f, c.distinct.len() as u64))
-                .filter(|(_, d)| *d >= t.bucket_min_sources && s.docs / d.max(&1) >= t.bucket_min_per_source)
-                .max_by_key(|(f, d)| (*d, std::cmp::Reverse(self.names.name(*f).to_owned())));
+                .map(|(f, c)| (*f, c.distinct.len() as u64, c.textual))
+                .filter(|(_, d, _)| {
+                    *d >= t.bucket_min_sources && s.docs / d.max(&1) >= t.bucket_min_per_source
+                })
+                .max_by_key(|(f, d, textual)| {
+                    (*textual, *d, std::cmp::Reverse(self.names.name(*f).to_owned()))
+                })
+                .map(|(f, d, _)| (f, d));
             let Some((field, sources)) = best else { continue };
             let field = self.names.name(field).to_owned();
             let time = s.time_field.map_or("ts", |f| self.names.name(f)).to_owned();
@@ -298,10 +308,12 @@ mod tests {
         let c = s.connect("10.0.0.7:50001", "iot", "PyMongo 4.20.1");
         for i in 0..600i64 {
             let kind = ["temp", "humidity", "pressure", "co2", "light"][(i % 5) as usize];
+            // A measurement stored as an integer with more values than there are sensors.
+            let bpm = 60 + (i * 7) % 25;
             insert(
                 &mut s,
                 c,
-                doc! {"sensorId": format!("s-{}", i % 20), "kind": kind, "ts": DateTime::from_millis(i * 1000), "value": 21.5},
+                doc! {"sensorId": format!("s-{}", i % 20), "kind": kind, "ts": DateTime::from_millis(i * 1000), "bpm": bpm},
             );
         }
         let f: Vec<_> = s.run().findings().into_iter().filter(|f| f.kind == "bucket_candidate").collect();
