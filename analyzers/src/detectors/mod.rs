@@ -62,6 +62,8 @@ pub const KINDS: &[&str] = &[
     "extended_reference_candidate",
     "unknown_field",
     "inefficient_regex",
+    "ttl_candidate",
+    "hot_document",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -138,6 +140,8 @@ impl Detectors {
             Box::new(writes::document_size::DocumentSize::new(&thresholds)),
             Box::new(writes::fan_out::FanOut::new(&thresholds)),
             Box::new(writes::bucket::Bucket::new(&thresholds)),
+            Box::new(writes::ttl_candidate::TtlCandidate::new(&thresholds)),
+            Box::new(writes::hot_document::HotDocument::new(&thresholds)),
             Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
             Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
             Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),

@@ -85,6 +85,16 @@ pub struct Thresholds {
     pub bucket_min_per_source: u64,
     /// Bucket: an insert of at most this many documents is a small one.
     pub bucket_max_docs_per_insert: u64,
+    /// Hot document: updates of one document before it is a finding.
+    pub hot_min_writes: u64,
+    /// Hot document: its share of the collection's writes.
+    pub hot_min_share: f64,
+    /// Hot document: connections writing it (one writer waits for no one).
+    pub hot_min_connections: u64,
+    /// TTL candidate: runs of one purge by a moving date before it is a finding.
+    pub ttl_min_runs: u64,
+    /// TTL candidate: the runs' ages (run time less the limit) agree within this share of their median.
+    pub ttl_max_age_spread: f64,
     /// Over-fetch: reads of one shape without a projection.
     pub over_fetch_min_reads: u64,
     /// Over-fetch: their documents' mean size (bytes).
@@ -178,6 +188,11 @@ impl Default for Thresholds {
             bucket_min_sources: 5,
             bucket_min_per_source: 20,
             bucket_max_docs_per_insert: 10,
+            hot_min_writes: 100,
+            hot_min_share: 0.5,
+            hot_min_connections: 2,
+            ttl_min_runs: 3,
+            ttl_max_age_spread: 0.05,
             over_fetch_min_reads: 10,
             over_fetch_min_doc_bytes: 8_192,
             over_fetch_min_field_share: 0.6,
@@ -392,6 +407,31 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours",
     },
     ThresholdDoc {
+        key: "hot_min_writes",
+        meaning: "updates of one document (by _id, setting or incrementing fields) before it is a finding",
+        source: "ours: a hundred writes of one counter in the window, not a handful of settings changes",
+    },
+    ThresholdDoc {
+        key: "hot_min_share",
+        meaning: "that document's share of all writes to its collection",
+        source: "ours: most of the collection's writes land on one document",
+    },
+    ThresholdDoc {
+        key: "hot_min_connections",
+        meaning: "connections writing that document",
+        source: "MongoDB manual, FAQ: Concurrency: WiredTiger lets writers change different documents at once, not one; a single writer waits for no one",
+    },
+    ThresholdDoc {
+        key: "ttl_min_runs",
+        meaning: "runs of one deleteMany by a date older than a moving limit before it is a finding",
+        source: "ours: one or two purges are a cleanup; three at a steady age are a schedule, which a TTL index replaces (MongoDB manual, TTL Indexes)",
+    },
+    ThresholdDoc {
+        key: "ttl_max_age_spread",
+        meaning: "the runs' ages (run time less the date limit) agree within this share of their median (or 60 s)",
+        source: "ours: a job computing now - N days sends the same age each time, to the second; a person typing dates does not",
+    },
+    ThresholdDoc {
         key: "over_fetch_min_reads",
         meaning: "reads of one shape without a projection before it is a finding",
         source: "ours: as for $lookup, a read run a few times is not a page",
@@ -542,6 +582,8 @@ impl Thresholds {
         share("rewrite_max_changed_share", self.rewrite_max_changed_share)?;
         share("rewrite_whole_set_share", self.rewrite_whole_set_share)?;
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
+        share("ttl_max_age_spread", self.ttl_max_age_spread)?;
+        share("hot_min_share", self.hot_min_share)?;
         share("index_high_share", self.index_high_share)?;
         share("operation_very_high_share", self.operation_very_high_share)?;
         share("operation_high_share", self.operation_high_share)?;
@@ -589,6 +631,9 @@ impl Thresholds {
             ("bucket_min_sources", self.bucket_min_sources, u64::MAX),
             ("bucket_min_per_source", self.bucket_min_per_source, u64::MAX),
             ("bucket_max_docs_per_insert", self.bucket_max_docs_per_insert, u64::MAX),
+            ("hot_min_writes", self.hot_min_writes, u64::MAX),
+            ("hot_min_connections", self.hot_min_connections, 1_000_000),
+            ("ttl_min_runs", self.ttl_min_runs, u64::MAX),
             ("index_min_count", self.index_min_count, u64::MAX),
             ("index_in_max_points", self.index_in_max_points, 1_000_000),
             ("index_high_examined", self.index_high_examined, u64::MAX),

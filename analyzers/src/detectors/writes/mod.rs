@@ -5,9 +5,13 @@
 //! - [`document_size`]: documents large enough to cost on every access.
 //! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
 //! - [`bucket`]: one small document per time-stamped reading.
+//! - [`hot_document`]: one document taking most of its collection's writes, from many writers.
+//! - [`ttl_candidate`]: a scheduled purge by a moving date that a TTL index would do.
 
 pub mod array_growth;
 pub mod bucket;
 pub mod document_size;
 pub mod fan_out;
+pub mod hot_document;
 pub mod rewrite;
+pub mod ttl_candidate;
