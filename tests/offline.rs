@@ -366,8 +366,27 @@ async fn two_proxies_reports_merge_into_the_report_of_all_their_traffic() {
     };
     let (merged_v, one_v) = (verdicts(&merged), verdicts(&one));
     assert!(merged_v.iter().all(|v| one_v.contains(v)), "{merged_v:?} within {one_v:?}");
+    // Each run walked a sample of its documents: the schemas agree on collections,
+    // fields and types, their counts are the sum of two samples.
+    let fields = |r: &Value| -> Vec<String> {
+        let mut v: Vec<String> = r["schemas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| {
+                c["fields"].as_array().unwrap().iter().map(move |f| {
+                    let types: Vec<&String> = f["types"].as_object().unwrap().keys().collect();
+                    format!("{} {} {types:?}", c["namespace"], f["path"])
+                })
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(!fields(&merged).is_empty());
+    assert_eq!(fields(&merged), fields(&one), "the same collections, fields and types");
     let table = |mut r: Value| {
-        for k in ["findings", "operations", "relationships"] {
+        for k in ["findings", "operations", "relationships", "schemas"] {
             r.as_object_mut().unwrap().remove(k);
         }
         r

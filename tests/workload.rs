@@ -176,20 +176,7 @@ async fn the_guides_four_operations_are_listed_with_their_frequency_and_verdicts
         })
         .and_then(|f| f.fix.clone())
         .expect("the customers' extended reference");
-    let mongosh = root().join("tests/node/node_modules/.bin/mongosh");
-    if !mongosh.exists() {
-        eprintln!("mongosh is not installed (scripts/setup.sh): the fix is not pasted");
-        return;
-    }
-    let script = std::env::temp_dir().join(format!("mongotap-fix-{}.js", std::process::id()));
-    std::fs::write(&script, format!("db = db.getSiblingDB('seedshop');\n{fix}\n")).unwrap();
-    let out = std::process::Command::new(mongosh)
-        .args([&format!("mongodb://{}/?directConnection=true", upstream.addr()), "--quiet", "--norc"])
-        .arg(&script)
-        .env("MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING", "1")
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&script);
+    let Some(out) = mongosh(&upstream.addr(), "seedshop", &fix) else { return };
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let direct =
         Client::with_uri_str(format!("mongodb://{}/?directConnection=true", upstream.addr())).await.unwrap();

@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,inefficient_regex,ttl_candidate,hot_document,"
+DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,inefficient_regex,ttl_candidate,hot_document,schema_drift,"
                   "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index,"
                   "unknown_field,embed_candidate,extended_reference_candidate")
 # A planted operation's count must be within this share of the count mongotap reports.
@@ -189,7 +189,10 @@ def score_workload(scenario, report, db):
       steps (in order) was reported with a count within OPERATION_TOLERANCE of N, else an FN;
     - an expected relationship {"parent", "child", "verdict"} (or "verdict_not": [...], for the controls) is a TP
       when reported with that verdict, an FN when missing (unless "absent": true, which asks that it is not
-      reported), an FP when reported with a verdict it must not have.
+      reported), an FP when reported with a verdict it must not have;
+    - an expected schema {"namespace", "version_field", "required"}: a version field named is a TP when the
+      schemas section names it (null: an FP when it names any), and the inferred validator's `required` must
+      hold every field listed (TP, else FN).
     """
     tp, fp, fn = [], [], []
     ops = report.get("operations") or []
@@ -213,6 +216,19 @@ def score_workload(scenario, report, db):
             (tp if hit["verdict"] == want["verdict"] else fn).append({**item, "verdict": hit["verdict"]})
         else:
             (fp if hit["verdict"] in want["verdict_not"] else tp).append({**item, "verdict": hit["verdict"]})
+    schemas = {c["namespace"]: c for c in report.get("schemas") or []}
+    for want in substitute(scenario.get("schemas", []), {"db": db}):
+        seen = schemas.get(want["namespace"]) or {}
+        version = (seen.get("versions") or {}).get("field")
+        if want.get("version_field"):
+            item = {"kind": "schema_version", "namespace": want["namespace"], "field": want["version_field"]}
+            (tp if version == want["version_field"] else fn).append({**item, "reported": version})
+        elif "version_field" in want and version is not None:
+            fp.append({"kind": "schema_version", "namespace": want["namespace"], "field": version})
+        if "required" in want:
+            item = {"kind": "validator", "namespace": want["namespace"], "field": ", ".join(want["required"])}
+            required = ((seen.get("validator") or {}).get("$jsonSchema") or {}).get("required") or []
+            (tp if set(want["required"]) <= set(required) else fn).append({**item, "reported": required})
     return tp, fp, fn
 
 
@@ -230,6 +246,8 @@ def describe(item):
         text += f" lookups {item.get('lookups')}"
     if item.get("field") is not None:
         text += f" field {item.get('field')}"
+    if item.get("kind") in ("schema_version", "validator") and "reported" in item:
+        text += f" (reported {item['reported']})"
     return text
 
 
@@ -401,7 +419,8 @@ def main():
     for client in clients:
         mine = [(s, r) for s, r in rows if s["client"] == client]
         positive = lambda s: s["expect"] or s.get("operations") or any(  # noqa: E731
-            "verdict" in r for r in s.get("relationships", []))
+            "verdict" in r for r in s.get("relationships", [])) or any(
+            c.get("version_field") or c.get("required") for c in s.get("schemas", []))
         pos = [(s, r) for s, r in mine if positive(s)]
         neg = [(s, r) for s, r in mine if not positive(s)]
         clean = lambda group: sum(1 for _, r in group if r is not None and not r[1] and not r[2])  # noqa: E731

@@ -267,3 +267,27 @@ pub async fn recording_relay(upstream: String) -> (u16, Recorded) {
     });
     (port, rec)
 }
+
+/// Runs `script` in mongosh against the server at `addr` with database `db`
+/// selected, as a user pasting a report's fix would. `None` when mongosh is not
+/// installed (`scripts/setup.sh` installs it).
+#[allow(dead_code)]
+pub fn mongosh(addr: &str, db: &str, script: &str) -> Option<std::process::Output> {
+    let mongosh = root().join("tests/node/node_modules/.bin/mongosh");
+    if !mongosh.exists() {
+        eprintln!("mongosh is not installed (scripts/setup.sh): the fix is not pasted");
+        return None;
+    }
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("mongotap-paste-{}-{n}.js", std::process::id()));
+    std::fs::write(&file, format!("db = db.getSiblingDB('{db}');\n{script}\n")).unwrap();
+    let out = std::process::Command::new(mongosh)
+        .args([&format!("mongodb://{addr}/?directConnection=true"), "--quiet", "--norc"])
+        .arg(&file)
+        .env("MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING", "1")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    Some(out)
+}

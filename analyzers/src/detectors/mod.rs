@@ -64,6 +64,7 @@ pub const KINDS: &[&str] = &[
     "inefficient_regex",
     "ttl_candidate",
     "hot_document",
+    "schema_drift",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -146,6 +147,7 @@ impl Detectors {
             Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
             Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),
             Box::new(schema::unknown_field::UnknownField),
+            Box::new(schema::schema_drift::SchemaDrift),
         ];
         Detectors { list, thresholds }
     }

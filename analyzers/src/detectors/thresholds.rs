@@ -115,6 +115,12 @@ pub struct Thresholds {
     pub regex_min_count: u64,
     /// Unknown field: documents of a collection seen whole before a field none of them carries is unknown.
     pub unknown_field_min_documents: u64,
+    /// Schema drift: documents of a collection seen whole since it last started afresh.
+    pub drift_min_documents: u64,
+    /// Schema drift: values of a field's rarer types before they are a drift.
+    pub drift_min_values: u64,
+    /// Schemas: documents written since the collection last started afresh before a validator is inferred.
+    pub validator_min_documents: u64,
 
     /// Operations: a unit of work's requests come at most this far after its last reply, in ms.
     pub operation_gap_ms: u64,
@@ -203,6 +209,9 @@ impl Default for Thresholds {
             unused_index_min_operations: 100,
             regex_min_count: 5,
             unknown_field_min_documents: 20,
+            drift_min_documents: 20,
+            drift_min_values: 2,
+            validator_min_documents: 50,
             operation_gap_ms: 50,
             operation_very_high_share: 0.25,
             operation_high_share: 0.10,
@@ -482,6 +491,21 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: twenty documents, none with the field, and no query on it that returned a document (Compass samples 1,000 documents for its schema view; mongotap walks every document it sees until 256, then one in 16)",
     },
     ThresholdDoc {
+        key: "drift_min_documents",
+        meaning: "documents of a collection seen whole (written, or returned without a projection) since it was last created, dropped or emptied, before its fields' types are judged",
+        source: "ours, as unknown_field_min_documents: a test case's handful of documents is no collection's schema (Compass samples 1,000)",
+    },
+    ThresholdDoc {
+        key: "drift_min_values",
+        meaning: "values of a field's rarer types (int, long and double are one type, null is none) before the field is a drift",
+        source: "ours: Compass lists every type a field holds with its share; two values keep one odd document, perhaps a test's, out of the findings",
+    },
+    ThresholdDoc {
+        key: "validator_min_documents",
+        meaning: "documents written (inserted or replaced) since the collection was last created, dropped or emptied, before the schemas section infers a $jsonSchema validator",
+        source: "ours: fifty written documents show the fields a model always writes; the guides' validator (required, bsonType, maxItems) with validationLevel \"moderate\"",
+    },
+    ThresholdDoc {
         key: "operation_gap_ms",
         meaning: "a unit of work's next request comes at most this long after its last reply; longer, and it is another operation (values linking the steps and transactions win over it)",
         source: "ours: a request handler sends its queries back to back (a local server answers in well under a millisecond); a user's next request comes after more",
@@ -640,6 +664,9 @@ impl Thresholds {
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
             ("regex_min_count", self.regex_min_count, u64::MAX),
             ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
+            ("drift_min_documents", self.drift_min_documents, u64::MAX),
+            ("drift_min_values", self.drift_min_values, u64::MAX),
+            ("validator_min_documents", self.validator_min_documents, u64::MAX),
             ("operation_gap_ms", self.operation_gap_ms, 3_600_000),
             ("relationship_min_operations", self.relationship_min_operations, u64::MAX),
             ("relationship_max_embedded", self.relationship_max_embedded, u64::MAX),

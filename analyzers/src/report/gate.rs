@@ -163,6 +163,7 @@ mod tests {
             traffic: Default::default(),
             operations: vec![],
             relationships: vec![],
+            schemas: vec![],
         }
     }
 

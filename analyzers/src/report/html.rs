@@ -66,6 +66,7 @@ pub fn render(r: &Report) -> String {
         );
     }
     let _ = writeln!(s, "</section>");
+    schemas(&mut s, r);
 
     let _ = writeln!(
         s,
@@ -257,6 +258,50 @@ fn relationships(s: &mut String, r: &Report) {
         );
     }
     let _ = writeln!(s, "</tbody></table></div></section>");
+}
+
+/// Per collection: its fields' types and presence, its versions and its validator.
+fn schemas(s: &mut String, r: &Report) {
+    if r.schemas.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "<section><h2>Schemas (from the documents written and read)</h2>");
+    for c in &r.schemas {
+        let versions = c.versions.as_ref().map_or(String::new(), |v| {
+            let values: Vec<String> = v.values.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            format!(
+                " Version field <code>{}</code> (documents per version: {}).",
+                esc(&v.field),
+                esc(&values.join(", "))
+            )
+        });
+        let _ = writeln!(
+            s,
+            "<details class=\"schema\"><summary><code>{}</code>: {} documents seen, {} written, {} fields{}</summary>\
+<div class=\"wide\"><table><thead><tr><th>Field</th><th>Types (values)</th><th>Present in</th><th>Array length (min / mean / max)</th></tr></thead><tbody>",
+            esc(&c.namespace),
+            c.documents_seen,
+            c.documents_written,
+            c.fields.len(),
+            versions
+        );
+        for f in &c.fields {
+            let _ = writeln!(
+                s,
+                "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{:.0}%</td><td>{}</td></tr>",
+                esc(&f.path),
+                esc(&f.types_text()),
+                f.presence * 100.0,
+                f.lengths_text()
+            );
+        }
+        let _ = writeln!(s, "</tbody></table></div>");
+        if let Some(fix) = &c.fix {
+            let _ = writeln!(s, "<p>A validator to paste:</p><pre class=\"fix\">{}</pre>", esc(fix));
+        }
+        let _ = writeln!(s, "</details>");
+    }
+    let _ = writeln!(s, "</section>");
 }
 
 /// A sortable table of access patterns (`id` names the main one, which the page's

@@ -59,6 +59,8 @@ pub fn render(r: &Report) -> String {
         }
     }
 
+    schemas(&mut s, r);
+
     let of =
         |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
     let (data, system, other) = (of(Group::Application), of(Group::System), of(Group::Administration));
@@ -386,6 +388,68 @@ pub fn compact(v: &serde_json::Value, max: usize) -> String {
 }
 
 /// Escapes what would break a table cell.
+/// Fields shown per collection; the JSON report has them all.
+const SCHEMA_FIELDS_SHOWN: usize = 15;
+
+/// Per collection: its fields' types and presence, its versions and its validator.
+fn schemas(s: &mut String, r: &Report) {
+    if r.schemas.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Schemas (from the documents written and read)\n");
+    for c in &r.schemas {
+        let _ = writeln!(
+            s,
+            "### `{}`: {} documents seen, {} written\n",
+            cell(&c.namespace),
+            c.documents_seen,
+            c.documents_written
+        );
+        if let Some(v) = &c.versions {
+            let values: Vec<String> = v.values.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            let own: Vec<String> = v
+                .fields_of
+                .iter()
+                .filter(|(_, f)| !f.is_empty())
+                .map(|(k, f)| format!("{k} has {}", f.join(", ")))
+                .collect();
+            let _ = writeln!(
+                s,
+                "Version field `{}` (documents per version: {}; {}).\n",
+                cell(&v.field),
+                values.join(", "),
+                own.join("; ")
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| Field | Types (values) | Present in | Array length (min / mean / max) |\n|---|---|---:|---|"
+        );
+        for f in c.fields.iter().take(SCHEMA_FIELDS_SHOWN) {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {:.0}% | {} |",
+                cell(&f.path),
+                f.types_text(),
+                f.presence * 100.0,
+                f.lengths_text()
+            );
+        }
+        if c.fields.len() > SCHEMA_FIELDS_SHOWN {
+            let _ =
+                writeln!(s, "| ... {} more in the JSON report | | | |", c.fields.len() - SCHEMA_FIELDS_SHOWN);
+        }
+        let _ = writeln!(s);
+        if let Some(fix) = &c.fix {
+            let _ = writeln!(
+                s,
+                "<details><summary>A validator to paste (inferred from {} written documents)</summary>\n\n```js\n{fix}\n```\n\n</details>\n",
+                c.documents_written
+            );
+        }
+    }
+}
+
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }

@@ -118,6 +118,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
         traffic: merge_traffic(reports),
         operations: merge_operations(reports, seconds),
         relationships: merge_relationships(reports),
+        schemas: merge_schemas(reports),
     })
 }
 
@@ -160,6 +161,81 @@ fn merge_operations(reports: &[Report], seconds: f64) -> Vec<crate::workload::op
         o.frequency = crate::workload::operations::band(share, &t).to_owned();
     }
     out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Schemas by namespace, summed: documents, types and writers add up, presence and
+/// array means are weighted by documents. Each run walked a sample of its documents
+/// (all of the first 256 per collection), so the sums describe the fleet's samples,
+/// not one pipeline's. The validator is the one inferred from the most written
+/// documents: it is never stitched from several.
+fn merge_schemas(reports: &[Report]) -> Vec<super::CollectionSchema> {
+    let mut by_ns: BTreeMap<String, (super::CollectionSchema, u64)> = BTreeMap::new();
+    for c in reports.iter().flat_map(|r| &r.schemas) {
+        let Some((m, validator_from)) = by_ns.get_mut(&c.namespace) else {
+            by_ns.insert(c.namespace.clone(), (c.clone(), c.documents_written));
+            continue;
+        };
+        let (before, added) = (m.documents_seen as f64, c.documents_seen as f64);
+        let total = (before + added).max(1.0);
+        for f in &mut m.fields {
+            f.presence *= before / total;
+        }
+        for f in &c.fields {
+            let at = match m.fields.iter().position(|x| x.path == f.path) {
+                Some(i) => i,
+                None => {
+                    m.fields.push(crate::schema::section::FieldSchema { presence: 0.0, ..f.clone() });
+                    m.fields.last_mut().unwrap().types.clear();
+                    m.fields.len() - 1
+                }
+            };
+            let x = &mut m.fields[at];
+            for (t, n) in &f.types {
+                *x.types.entry(t.clone()).or_insert(0) += n;
+            }
+            x.presence = round(x.presence + f.presence * added / total, 3);
+            if let Some(l) = &f.array_lengths {
+                let mine = x.array_lengths.get_or_insert_with(|| l.clone());
+                let (wa, wb) = (before * x.presence.max(0.001), added * f.presence.max(0.001));
+                mine.mean = round((mine.mean * wa + l.mean * wb) / (wa + wb), 3);
+                mine.min = mine.min.min(l.min);
+                mine.max = mine.max.max(l.max);
+            }
+        }
+        for f in &mut m.fields {
+            f.presence = round(f.presence, 3);
+        }
+        m.documents_seen += c.documents_seen;
+        m.fields_refused += c.fields_refused;
+        for w in &c.writers {
+            if !m.writers.contains(w) {
+                m.writers.push(w.clone());
+            }
+        }
+        match (&mut m.versions, &c.versions) {
+            (Some(mv), Some(cv)) if mv.field == cv.field => {
+                for (v, n) in &cv.values {
+                    *mv.values.entry(v.clone()).or_insert(0) += n;
+                }
+                for (v, own) in &cv.fields_of {
+                    let mine = mv.fields_of.entry(v.clone()).or_default();
+                    mine.extend(own.iter().filter(|f| !mine.contains(f)).cloned().collect::<Vec<_>>());
+                }
+            }
+            (None, Some(cv)) => m.versions = Some(cv.clone()),
+            _ => {}
+        }
+        if c.documents_written > *validator_from {
+            *validator_from = c.documents_written;
+            m.validator = c.validator.clone();
+            m.fix = c.fix.clone();
+        }
+        m.documents_written += c.documents_written;
+    }
+    let mut out: Vec<super::CollectionSchema> = by_ns.into_values().map(|(c, _)| c).collect();
+    out.sort_by(|a, b| b.documents_seen.cmp(&a.documents_seen).then_with(|| a.namespace.cmp(&b.namespace)));
+    out.truncate(50);
     out
 }
 

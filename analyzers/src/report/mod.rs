@@ -20,6 +20,7 @@ use crate::shape::command::Category;
 
 pub use crate::event::rfc3339;
 pub use crate::finding::Finding;
+pub use crate::schema::section::CollectionSchema;
 pub use crate::workload::operations::Operation;
 pub use crate::workload::relationships::Relationship;
 
@@ -54,6 +55,9 @@ pub struct Report {
     /// The relationships between collections, each with its embed-or-reference verdict.
     #[serde(default)]
     pub relationships: Vec<Relationship>,
+    /// What each collection's documents hold, with a validator to paste.
+    #[serde(default)]
+    pub schemas: Vec<CollectionSchema>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -390,6 +394,7 @@ impl Report {
             },
             operations: p.workload().operations(table, seconds),
             relationships: p.workload().relationships(table),
+            schemas: crate::schema::section::build(p.schemas(), p.detectors().thresholds()),
         }
     }
 }

@@ -7,16 +7,27 @@
 //! `id` where documents store `_id` is a typo, not a missing index) and is the
 //! ground the report's `schemas` section stands on.
 //!
+//! Counts are per epoch: a drop, a rename or a delete of every document starts the
+//! collection afresh (test suites re-create collections with other models), while
+//! the paths ever seen stay known for `unknown_field`. Types are counted with the
+//! apps (and drivers) that wrote them, so a drift names its writer.
+//!
 //! Bounded: collections, paths per collection (Compass refuses more than 1,000 fields
 //! too) and nesting depth are capped, what is refused is counted. Walking every
 //! document costs: the first [`WALK_ALL_FIRST`] documents of a collection are
 //! walked, then those of one operation in [`WALK_EVERY`] (in [`WALK_RARELY`] once
 //! [`WALK_MANY`] were walked); a path an update sets is known without a walk.
 
+pub mod section;
+pub mod validator;
+pub mod versions;
+
 use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
 use rustc_hash::FxHashMap;
 
+use crate::namespace::Change as Lifecycle;
+use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
 use crate::statements::{self, Change};
 use crate::view::OpView;
@@ -36,18 +47,33 @@ const WALK_EVERY: u64 = 16;
 const WALK_MANY: u64 = 4_096;
 /// See [`WALK_MANY`].
 const WALK_RARELY: u64 = 128;
+/// Writers (app and driver) told apart per collection: one bit each in a type's count.
+const MAX_WRITERS: usize = 16;
+
+/// Values of one BSON type at a path, and who wrote them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TypeCount {
+    /// The BSON type byte.
+    pub kind: u8,
+    /// Values seen of that type in this epoch.
+    pub count: u64,
+    /// Bit i: written by the collection's writer i (values read back carry none).
+    pub writers: u16,
+}
 
 /// One field path of a collection.
 #[derive(Debug, Clone, Default)]
 pub struct Field {
     /// The dotted path; array elements add no segment (`lines.sku`).
     pub path: String,
-    /// Documents walked that carry it.
+    /// Documents walked in this epoch that carry it.
     pub present: u64,
-    /// BSON type byte -> values seen of that type.
-    pub types: Vec<(u8, u64)>,
-    /// For arrays: the lengths seen (smallest, largest, sum, arrays).
+    /// The types of its values in this epoch, in the order first seen.
+    pub types: Vec<TypeCount>,
+    /// For arrays: the lengths seen in this epoch (smallest, largest, sum, arrays).
     pub array_lengths: Option<(u64, u64, u64, u64)>,
+    /// Whether it ever held a sub-document or an array (so `path.x` can exist).
+    container: bool,
     /// The last document (its number in the collection) that counted it present.
     last_document: u64,
 }
@@ -55,8 +81,16 @@ pub struct Field {
 /// What is known of one collection's documents.
 #[derive(Debug, Default)]
 pub struct Collection {
-    /// Documents walked whole (projected replies aside).
+    /// Documents walked whole (projected replies aside), in every epoch.
     pub documents: u64,
+    /// Documents walked since the collection last started afresh.
+    pub epoch_documents: u64,
+    /// Of those, documents the traffic wrote (inserts, replacements).
+    pub written: u64,
+    /// Who wrote: (app, driver), one bit each in [`TypeCount::writers`].
+    writers: Vec<(String, Option<String>)>,
+    /// The schema versioning pattern's version field, if the documents carry one.
+    pub versions: versions::Versions,
     /// Documents offered: written or returned whole, walked or not.
     pub offered: u64,
     /// Operations that offered documents, for the one-in-[`WALK_EVERY`] sample.
@@ -92,7 +126,7 @@ impl Collection {
             (None, _) => true,
             (Some(_), None) => false,
             // `a.b` where `a` was only ever a scalar: no document can hold `a.b`.
-            (Some(f), Some(_)) => f.types.iter().all(|(k, _)| !matches!(k, 0x03 | 0x04)),
+            (Some(f), Some(_)) => !f.container,
         })
     }
 
@@ -101,7 +135,8 @@ impl Collection {
         self.fields.iter().map(|f| f.path.as_str()).filter(|p| !p.contains('.'))
     }
 
-    fn slot(&mut self, path: &[u8]) -> Option<&mut Field> {
+    /// The index of the field at `path`, made if new and the bound allows.
+    fn slot(&mut self, path: &[u8]) -> Option<usize> {
         let i = match self.index.get(path) {
             Some(i) => *i,
             None if self.fields.len() >= MAX_PATHS => {
@@ -116,7 +151,43 @@ impl Collection {
                 i
             }
         };
-        Some(&mut self.fields[i as usize])
+        Some(i as usize)
+    }
+
+    /// The collection starts afresh (dropped, renamed, emptied): the counts go, the
+    /// paths ever seen stay known.
+    fn restart(&mut self) {
+        self.epoch_documents = 0;
+        self.written = 0;
+        self.versions = versions::Versions::default();
+        for f in &mut self.fields {
+            f.present = 0;
+            f.types.clear();
+            f.array_lengths = None;
+        }
+    }
+
+    /// The writer bit of a connection ("app (driver)"), if there is room.
+    fn writer(&mut self, conn: &ConnInfo) -> u16 {
+        let app = conn.app_name.as_deref().unwrap_or(NO_APP);
+        let i = match self.writers.iter().position(|(a, d)| a == app && *d == conn.driver) {
+            Some(i) => i,
+            None if self.writers.len() >= MAX_WRITERS => return 0,
+            None => {
+                self.writers.push((app.to_owned(), conn.driver.clone()));
+                self.writers.len() - 1
+            }
+        };
+        1 << i
+    }
+
+    /// The writers whose bits are set in `bits`, as "app (driver)".
+    pub fn writers(&self, bits: u16) -> Vec<String> {
+        let name = |(app, driver): &(String, Option<String>)| match driver {
+            Some(d) => format!("{app} ({d})"),
+            None => app.clone(),
+        };
+        self.writers.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, w)| name(w)).collect()
     }
 
     /// Marks a path as existing without a document (an update set it).
@@ -139,37 +210,50 @@ impl Collection {
         walk
     }
 
-    /// Walks one document.
-    fn offer(&mut self, doc: &RawDocument) {
+    /// Walks one document: written by the writer with this bit (0 past the bound of
+    /// writers), or read (`None`).
+    fn offer(&mut self, doc: &RawDocument, writer: Option<u16>) {
         self.documents += 1;
-        let n = self.documents;
+        self.epoch_documents += 1;
+        self.written += u64::from(writer.is_some());
+        let version = self.versions.of(doc);
         let mut path = Vec::with_capacity(64);
-        self.walk(doc, &mut path, 0, n);
+        let mut doc_walk = Walk { n: self.documents, writer: writer.unwrap_or(0), version };
+        self.walk(doc, &mut path, 0, &mut doc_walk);
     }
 
-    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, n: u64) {
+    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
         for e in element::elements(doc) {
             let base = path.len();
             if base > 0 {
                 path.push(b'.');
             }
             path.extend_from_slice(e.key);
-            self.value(&e, path, depth, n);
+            self.value(&e, path, depth, w);
             path.truncate(base);
         }
     }
 
-    fn value(&mut self, e: &Element<'_>, path: &mut Vec<u8>, depth: usize, n: u64) {
+    fn value(&mut self, e: &Element<'_>, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
         let array_len =
             (e.kind == 0x04).then(|| e.as_array().map_or(0, |a| element::elements(a).count() as u64));
-        if let Some(f) = self.slot(path) {
-            if f.last_document != n {
-                f.last_document = n;
+        if let Some(i) = self.slot(path) {
+            let f = &mut self.fields[i];
+            if f.last_document != w.n {
+                f.last_document = w.n;
                 f.present += 1;
+                if let Some(v) = w.version {
+                    self.versions.present(v, i);
+                }
             }
-            match f.types.iter_mut().find(|(k, _)| *k == e.kind) {
-                Some((_, c)) => *c += 1,
-                None => f.types.push((e.kind, 1)),
+            let f = &mut self.fields[i];
+            f.container |= matches!(e.kind, 0x03 | 0x04);
+            match f.types.iter_mut().find(|t| t.kind == e.kind) {
+                Some(t) => {
+                    t.count += 1;
+                    t.writers |= w.writer;
+                }
+                None => f.types.push(TypeCount { kind: e.kind, count: 1, writers: w.writer }),
             }
             if let Some(len) = array_len {
                 let (lo, hi, sum, count) = f.array_lengths.get_or_insert((len, len, 0, 0));
@@ -185,20 +269,27 @@ impl Collection {
         match e.kind {
             0x03 => {
                 if let Some(d) = e.as_document() {
-                    self.walk(d, path, depth + 1, n);
+                    self.walk(d, path, depth + 1, w);
                 }
             }
             // Elements of an array of sub-documents add their fields at the array's path.
             0x04 => {
                 for item in e.as_array().into_iter().flat_map(element::elements) {
                     if let Some(d) = item.as_document() {
-                        self.walk(d, path, depth + 1, n);
+                        self.walk(d, path, depth + 1, w);
                     }
                 }
             }
             _ => {}
         }
     }
+}
+
+/// One document's walk: its number, its writer's bit and its version's index.
+struct Walk {
+    n: u64,
+    writer: u16,
+    version: Option<usize>,
 }
 
 /// A query's or an update's path as documents hold it: positions (`lines.0.sku`) and
@@ -261,8 +352,35 @@ impl Schemas {
         Some(&mut self.collections[i].1)
     }
 
+    fn restart(&mut self, ns: &str) {
+        if let Some(i) = self.index.get(ns) {
+            self.collections[*i].1.restart();
+        }
+    }
+
+    /// A collection's life changed: what is counted of it starts afresh.
+    fn lifecycle(&mut self, change: &Lifecycle) {
+        match change {
+            Lifecycle::Dropped(ns) | Lifecycle::Emptied(ns) | Lifecycle::Created(ns) => self.restart(ns),
+            Lifecycle::Renamed { from, to } => {
+                self.restart(from);
+                self.restart(to);
+            }
+            Lifecycle::DatabaseDropped(db) => {
+                for (ns, c) in &mut self.collections {
+                    if ns.split_once('.').is_some_and(|(d, _)| d == db) {
+                        c.restart();
+                    }
+                }
+            }
+        }
+    }
+
     /// Learns from one operation.
     pub fn observe(&mut self, v: &OpView<'_>) {
+        if let Some(change) = &v.change {
+            self.lifecycle(change);
+        }
         let (Some(cmd), false) = (&v.command, v.op.failed()) else { return };
         let ns = v.op.namespace.as_str();
         match v.category {
@@ -273,7 +391,8 @@ impl Schemas {
                     let walk = self.collection(ns).is_some_and(|c| c.offering(inserts.len() as u64));
                     for (other, d) in inserts.iter().copied().filter(|_| walk) {
                         if let Some(c) = self.collection(other.unwrap_or(ns)) {
-                            c.offer(d);
+                            let writer = c.writer(&v.op.conn);
+                            c.offer(d, Some(writer));
                         }
                     }
                 }
@@ -282,7 +401,8 @@ impl Schemas {
                     match u.change {
                         Change::Replacement(d) => {
                             if c.offering(1) {
-                                c.offer(d);
+                                let writer = c.writer(&v.op.conn);
+                                c.offer(d, Some(writer));
                             }
                         }
                         Change::Operators(ops) => {
@@ -298,7 +418,7 @@ impl Schemas {
                 if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
                     if let Some(c) = self.collection(ns) {
                         if c.offering(1) {
-                            c.offer(value);
+                            c.offer(value, None);
                         }
                     }
                 }
@@ -311,7 +431,7 @@ impl Schemas {
                     return;
                 }
                 for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
-                    c.offer(d);
+                    c.offer(d, None);
                 }
             }
             Category::Read | Category::Command => {}
@@ -348,11 +468,12 @@ mod tests {
     fn fields_types_presence_and_array_lengths() {
         let mut c = Collection::default();
         assert!(c.offering(2));
-        c.offer(&raw(doc! {"_id": 1, "total": 5, "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}], "customer": {"name": "x"}}));
-        c.offer(&raw(doc! {"_id": 2, "total": "5", "lines": []}));
-        assert_eq!(c.documents, 2);
+        c.offer(&raw(doc! {"_id": 1, "total": 5, "lines": [{"sku": "a"}, {"sku": "b", "qty": 2}], "customer": {"name": "x"}}), Some(1));
+        c.offer(&raw(doc! {"_id": 2, "total": "5", "lines": []}), None);
+        assert_eq!((c.documents, c.written), (2, 1));
         let total = c.field("total").unwrap();
-        assert_eq!((total.present, total.types.clone()), (2, vec![(0x10, 1), (0x02, 1)]));
+        let types: Vec<_> = total.types.iter().map(|t| (t.kind, t.count, t.writers)).collect();
+        assert_eq!((total.present, types), (2, vec![(0x10, 1, 1), (0x02, 1, 0)]));
         let sku = c.field("lines.sku").unwrap();
         assert_eq!(sku.present, 1, "counted once per document, not per element");
         assert_eq!(c.field("lines").unwrap().array_lengths, Some((0, 2, 2, 2)));
@@ -377,12 +498,12 @@ mod tests {
             d.insert(format!("f{i}"), 1);
         }
         c.offering(1);
-        c.offer(&raw(d));
+        c.offer(&raw(d), None);
         assert_eq!((c.fields.len(), c.refused_paths), (MAX_PATHS, 10));
         let mut c = Collection::default();
         for i in 0..(WALK_ALL_FIRST + 10 * WALK_EVERY) {
             if c.offering(1) {
-                c.offer(&raw(doc! {"_id": i as i64}));
+                c.offer(&raw(doc! {"_id": i as i64}), None);
             }
         }
         assert_eq!((c.documents, c.offered), (WALK_ALL_FIRST + 10, WALK_ALL_FIRST + 10 * WALK_EVERY));

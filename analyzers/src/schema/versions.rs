@@ -1,0 +1,176 @@
+//! The schema versioning pattern, seen from the documents: a field named like
+//! `schemaVersion` whose values split the documents into groups with different
+//! fields (version 1 has `address`, version 2 has `addresses`).
+//!
+//! A field with a version's name is not enough: `version` is often an optimistic
+//! lock's counter, and Mongoose's `__v` counts array changes. So every document's
+//! fields are counted per value, and the field is called a version field only when
+//! some field is in (almost) every document of one value and (almost) no document
+//! of another: the values partition the field sets.
+//!
+//! Only small whole numbers are taken as versions: they number the code's model,
+//! not the data, so they may be shown. Any other value makes the document count as
+//! unversioned.
+
+use bson::RawDocument;
+use mongotap_wire::element;
+
+/// Field names read as a schema version, as the patterns and ODMs spell them.
+const NAMES: &[&str] = &[
+    "schemaVersion",
+    "schema_version",
+    "_schemaVersion",
+    "schemaVer",
+    "_v",
+    "version",
+    "_version",
+    "docVersion",
+];
+/// Distinct version values followed; more are counted as refused.
+const MAX_VALUES: usize = 8;
+/// The largest whole number taken as a version.
+const MAX_VERSION: i64 = 10_000;
+/// A field in at least this share of one version's documents...
+const PRESENT: f64 = 0.95;
+/// ...and in at most this share of another's partitions the two.
+const ABSENT: f64 = 0.05;
+
+/// The documents of one version value.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    pub value: i64,
+    /// Documents walked that carried this value.
+    pub documents: u64,
+    /// Per field (the collection's field index): documents of this value carrying it.
+    pub(super) present: Vec<u64>,
+}
+
+/// What a collection's documents say about a version field.
+#[derive(Debug, Clone, Default)]
+pub struct Versions {
+    /// The field, once a document carried one of [`NAMES`] with a version value.
+    pub field: Option<&'static str>,
+    pub values: Vec<Version>,
+    /// Documents whose version value was past [`MAX_VALUES`] distinct ones.
+    pub refused: u64,
+}
+
+impl Versions {
+    /// The version of `doc`: the index of its value, counting the document.
+    pub(super) fn of(&mut self, doc: &RawDocument) -> Option<usize> {
+        let (field, value) = element::elements(doc).find_map(|e| {
+            let name = NAMES.iter().find(|n| n.as_bytes() == e.key && self.field.is_none_or(|f| f == **n))?;
+            let whole = match e.kind {
+                0x10 | 0x12 => e.as_i64(),
+                0x01 => {
+                    let d = f64::from_le_bytes(e.value.try_into().ok()?);
+                    (d.fract() == 0.0).then_some(d as i64)
+                }
+                _ => None,
+            };
+            Some((*name, whole.filter(|v| (0..=MAX_VERSION).contains(v))?))
+        })?;
+        self.field = Some(field);
+        let i = match self.values.iter().position(|v| v.value == value) {
+            Some(i) => i,
+            None if self.values.len() >= MAX_VALUES => {
+                self.refused += 1;
+                return None;
+            }
+            None => {
+                self.values.push(Version { value, ..Version::default() });
+                self.values.len() - 1
+            }
+        };
+        self.values[i].documents += 1;
+        Some(i)
+    }
+
+    /// Field `field` is in a document of version `version`.
+    pub(super) fn present(&mut self, version: usize, field: usize) {
+        let p = &mut self.values[version].present;
+        if p.len() <= field {
+            p.resize(field + 1, 0);
+        }
+        p[field] += 1;
+    }
+
+    /// Whether the values partition the field sets: some field is in almost every
+    /// document of one value (with at least `min_documents`) and almost none of
+    /// another's.
+    pub fn partitions(&self, min_documents: u64) -> bool {
+        let enough: Vec<&Version> = self.values.iter().filter(|v| v.documents >= min_documents).collect();
+        let fields = enough.iter().map(|v| v.present.len()).max().unwrap_or(0);
+        enough.iter().any(|a| {
+            enough.iter().any(|b| {
+                a.value != b.value
+                    && (0..fields).any(|f| self.share(a, f) >= PRESENT && self.share(b, f) <= ABSENT)
+            })
+        })
+    }
+
+    /// The share of version `v`'s documents that carry field `field`.
+    pub fn share(&self, v: &Version, field: usize) -> f64 {
+        v.present.get(field).copied().unwrap_or(0) as f64 / v.documents.max(1) as f64
+    }
+
+    /// The fields (indexes) version `v`'s documents carry and another version's do not.
+    pub fn own_fields(&self, v: &Version) -> Vec<usize> {
+        (0..v.present.len())
+            .filter(|i| {
+                self.share(v, *i) >= PRESENT
+                    && self.values.iter().any(|o| o.value != v.value && self.share(o, *i) <= ABSENT)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{doc, RawDocumentBuf};
+
+    fn raw(d: bson::Document) -> RawDocumentBuf {
+        RawDocumentBuf::try_from(&d).unwrap()
+    }
+
+    #[test]
+    fn a_version_field_partitions_the_field_sets_a_lock_counter_does_not() {
+        let mut v = Versions::default();
+        for i in 0..20 {
+            let d = if i % 2 == 0 {
+                doc! {"schemaVersion": 1, "a": 1}
+            } else {
+                doc! {"schemaVersion": 2.0, "b": 1}
+            };
+            let slot = v.of(&raw(d)).unwrap();
+            v.present(slot, if i % 2 == 0 { 1 } else { 2 });
+        }
+        assert_eq!(v.field, Some("schemaVersion"));
+        assert_eq!(v.values.iter().map(|x| (x.value, x.documents)).collect::<Vec<_>>(), [(1, 10), (2, 10)]);
+        assert!(v.partitions(5));
+        assert!(!v.partitions(11), "too few documents per value to say");
+
+        // An optimistic lock: every value has the same fields.
+        let mut lock = Versions::default();
+        for i in 0..20 {
+            let slot = lock.of(&raw(doc! {"version": i % 3, "a": 1})).unwrap();
+            lock.present(slot, 1);
+        }
+        assert!(!lock.partitions(5));
+    }
+
+    #[test]
+    fn only_small_whole_numbers_are_versions() {
+        let mut v = Versions::default();
+        assert_eq!(v.of(&raw(doc! {"version": "2.1"})), None);
+        assert_eq!(v.of(&raw(doc! {"version": 1.5})), None);
+        assert_eq!(v.of(&raw(doc! {"version": 1_700_000_000_i64})), None);
+        assert_eq!(v.of(&raw(doc! {"__v": 3})), None, "Mongoose's revision counter is no schema version");
+        assert_eq!(v.field, None);
+        for i in 0..(MAX_VALUES as i64 + 2) {
+            v.of(&raw(doc! {"_v": i}));
+        }
+        assert_eq!((v.values.len(), v.refused), (MAX_VALUES, 2));
+    }
+}

@@ -1,0 +1,50 @@
+"""A customers collection written by more than one hand. Run as `pymongo_customer_schema.py URI DBNAME MODE`:
+
+- drift (S1): the CRM (this client) inserts 60 customers with a numeric `score`; a legacy importer, a second
+  client with its own appName, inserts 10 more with the score as a string ("7"). Both are read back by email.
+  mongotap should report schema_drift on DB.customers, field score, naming the importer as the writer of the
+  strings, and its schemas section should infer a validator requiring name, email and score.
+- versions (S2): the schema versioning pattern done right: 40 customers at schemaVersion 1 (a `phone` string)
+  and 40 at schemaVersion 2 (a `contact` sub-document), every field of one type. mongotap should report no
+  drift and name schemaVersion as the version field in the schemas section.
+- lock (S3): an optimistic lock's `version` counter bumped on every save: the values change, the fields do not.
+  No finding, and no version field in the schemas section.
+"""
+import datetime
+
+import pymongo
+
+from common import args, check, fresh_db
+
+uri, dbname, mode = args(modes=("drift", "versions", "lock"))
+client, db = fresh_db(uri, dbname)
+now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
+db.customers.create_index("email", unique=True)  # the reads below are served: only the schema is at stake
+
+
+def customer(i, **extra):
+    return {"name": f"Customer {i}", "email": f"c{i}@example.com", "score": i % 10,
+            "createdAt": now - datetime.timedelta(days=i), **extra}
+
+
+if mode == "drift":
+    db.customers.insert_many([customer(i, phone=f"555-{i:04}") for i in range(60)])
+    legacy_uri = uri.replace(f"appName={dbname}", f"appName={dbname}-importer")
+    legacy = pymongo.MongoClient(legacy_uri)
+    for i in range(60, 70):
+        legacy[dbname].customers.insert_one(customer(i, phone=f"555-{i:04}") | {"score": str(i % 10)})
+    legacy.close()
+elif mode == "versions":
+    db.customers.insert_many([customer(i, schemaVersion=1, phone=f"555-{i:04}") for i in range(40)])
+    db.customers.insert_many([customer(i, schemaVersion=2, contact={"phone": f"555-{i:04}", "prefers": "email"})
+                              for i in range(40, 80)])
+else:
+    db.customers.insert_many([customer(i, version=0) for i in range(60)])
+    for i in range(0, 60, 2):
+        db.customers.update_one({"email": f"c{i}@example.com"}, {"$set": {"score": 9}, "$inc": {"version": 1}})
+
+found = 0
+for i in range(0, 60, 3):
+    found += db.customers.find_one({"email": f"c{i}@example.com"}) is not None
+check(found == 20, f"{found} of 20 customers found")
+print(f"{mode}: {db.customers.count_documents({})} customers")
