@@ -65,6 +65,7 @@ pub const KINDS: &[&str] = &[
     "ttl_candidate",
     "hot_document",
     "schema_drift",
+    "computed_candidate",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -148,6 +149,7 @@ impl Detectors {
             Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),
             Box::new(schema::unknown_field::UnknownField),
             Box::new(schema::schema_drift::SchemaDrift),
+            Box::new(reads::computed_candidate::ComputedCandidate),
         ];
         Detectors { list, thresholds }
     }

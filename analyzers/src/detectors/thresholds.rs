@@ -115,6 +115,12 @@ pub struct Thresholds {
     pub regex_min_count: u64,
     /// Unknown field: documents of a collection seen whole before a field none of them carries is unknown.
     pub unknown_field_min_documents: u64,
+    /// Computed: runs of one summarising read (a `$group`, `count`, `distinct`) before it is a finding.
+    pub computed_min_runs: u64,
+    /// Computed: runs per write to the collections it reads, at least.
+    pub computed_min_runs_per_write: f64,
+    /// Computed: this many runs per write is medium severity.
+    pub computed_high_runs_per_write: f64,
     /// Schema drift: documents of a collection seen whole since it last started afresh.
     pub drift_min_documents: u64,
     /// Schema drift: values of a field's rarer types before they are a drift.
@@ -209,6 +215,9 @@ impl Default for Thresholds {
             unused_index_min_operations: 100,
             regex_min_count: 5,
             unknown_field_min_documents: 20,
+            computed_min_runs: 20,
+            computed_min_runs_per_write: 10.0,
+            computed_high_runs_per_write: 100.0,
             drift_min_documents: 20,
             drift_min_values: 2,
             validator_min_documents: 50,
@@ -491,6 +500,21 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: twenty documents, none with the field, and no query on it that returned a document (Compass samples 1,000 documents for its schema view; mongotap walks every document it sees until 256, then one in 16)",
     },
     ThresholdDoc {
+        key: "computed_min_runs",
+        meaning: "runs of one summarising read (an aggregation with $group/$count/$bucket, a filtered count, a distinct) before it is a finding",
+        source: "ours, twice lookup_min_count: a summary run a handful of times is a report, twenty times a page that recomputes it",
+    },
+    ThresholdDoc {
+        key: "computed_min_runs_per_write",
+        meaning: "runs per write operation (a bulk insert is one) on the collections it reads, in the same window, at least",
+        source: "MongoDB's pattern catalogue (Building with Patterns: the Computed Pattern) applies it where reads far outnumber writes; ours: an order of magnitude",
+    },
+    ThresholdDoc {
+        key: "computed_high_runs_per_write",
+        meaning: "runs per write from which the finding is medium severity",
+        source: "ours: two orders of magnitude, the catalogue's example ratio being a thousand reads per write",
+    },
+    ThresholdDoc {
         key: "drift_min_documents",
         meaning: "documents of a collection seen whole (written, or returned without a projection) since it was last created, dropped or emptied, before its fields' types are judged",
         source: "ours, as unknown_field_min_documents: a test case's handful of documents is no collection's schema (Compass samples 1,000)",
@@ -625,6 +649,8 @@ impl Thresholds {
         positive("n_plus_one_high_cost_ms", self.n_plus_one_high_cost_ms)?;
         positive("array_high_days_to_limit", self.array_high_days_to_limit)?;
         positive("relationship_rare_writes", self.relationship_rare_writes)?;
+        positive("computed_min_runs_per_write", self.computed_min_runs_per_write)?;
+        positive("computed_high_runs_per_write", self.computed_high_runs_per_write)?;
         let counts = [
             ("n_plus_one_min_parent_docs", self.n_plus_one_min_parent_docs, 1_000_000),
             ("n_plus_one_min_children", self.n_plus_one_min_children, 1_000_000),
@@ -664,6 +690,7 @@ impl Thresholds {
             ("unused_index_min_operations", self.unused_index_min_operations, u64::MAX),
             ("regex_min_count", self.regex_min_count, u64::MAX),
             ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
+            ("computed_min_runs", self.computed_min_runs, u64::MAX),
             ("drift_min_documents", self.drift_min_documents, u64::MAX),
             ("drift_min_values", self.drift_min_values, u64::MAX),
             ("validator_min_documents", self.validator_min_documents, u64::MAX),
