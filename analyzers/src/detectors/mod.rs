@@ -66,6 +66,7 @@ pub const KINDS: &[&str] = &[
     "hot_document",
     "schema_drift",
     "computed_candidate",
+    "outlier_candidate",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -150,6 +151,7 @@ impl Detectors {
             Box::new(schema::unknown_field::UnknownField),
             Box::new(schema::schema_drift::SchemaDrift),
             Box::new(reads::computed_candidate::ComputedCandidate),
+            Box::new(writes::outlier_candidate::OutlierCandidate),
         ];
         Detectors { list, thresholds }
     }

@@ -121,6 +121,14 @@ pub struct Thresholds {
     pub computed_min_runs_per_write: f64,
     /// Computed: this many runs per write is medium severity.
     pub computed_high_runs_per_write: f64,
+    /// Outlier: arrays of one field seen before their lengths are judged.
+    pub outlier_min_arrays: u64,
+    /// Outlier: the typical (p50) array holds at most this many elements.
+    pub outlier_max_typical: u64,
+    /// Outlier: an outlier holds at least this many (and ten times the typical).
+    pub outlier_min_length: u64,
+    /// Outlier: outliers are at most this share of the arrays.
+    pub outlier_max_share: f64,
     /// Schema drift: documents of a collection seen whole since it last started afresh.
     pub drift_min_documents: u64,
     /// Schema drift: values of a field's rarer types before they are a drift.
@@ -218,6 +226,10 @@ impl Default for Thresholds {
             computed_min_runs: 20,
             computed_min_runs_per_write: 10.0,
             computed_high_runs_per_write: 100.0,
+            outlier_min_arrays: 50,
+            outlier_max_typical: 100,
+            outlier_min_length: 1_000,
+            outlier_max_share: 0.05,
             drift_min_documents: 20,
             drift_min_values: 2,
             validator_min_documents: 50,
@@ -515,6 +527,26 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: two orders of magnitude, the catalogue's example ratio being a thousand reads per write",
     },
     ThresholdDoc {
+        key: "outlier_min_arrays",
+        meaning: "arrays of one field seen (in documents written or read whole) before their lengths are judged",
+        source: "ours: fifty documents give a typical length; fewer give anecdotes",
+    },
+    ThresholdDoc {
+        key: "outlier_max_typical",
+        meaning: "the typical (p50) array holds at most this many elements (in doubling buckets: 100 admits p50 up to 63)",
+        source: "ours: a hundred elements sit comfortably in a document; past that the whole array is the question (unbounded_array_growth)",
+    },
+    ThresholdDoc {
+        key: "outlier_min_length",
+        meaning: "an outlier array holds at least this many elements, and ten times the typical length",
+        source: "MongoDB's pattern catalogue (Building with Patterns: the Outlier Pattern): its book keeps up to 1,000 buyers in the document and overflows past that",
+    },
+    ThresholdDoc {
+        key: "outlier_max_share",
+        meaning: "outliers are at most this share of the field's arrays",
+        source: "ours: one document in twenty at most; more, and the large case is the normal one",
+    },
+    ThresholdDoc {
         key: "drift_min_documents",
         meaning: "documents of a collection seen whole (written, or returned without a projection) since it was last created, dropped or emptied, before its fields' types are judged",
         source: "ours, as unknown_field_min_documents: a test case's handful of documents is no collection's schema (Compass samples 1,000)",
@@ -632,6 +664,7 @@ impl Thresholds {
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
         share("ttl_max_age_spread", self.ttl_max_age_spread)?;
         share("hot_min_share", self.hot_min_share)?;
+        share("outlier_max_share", self.outlier_max_share)?;
         share("index_high_share", self.index_high_share)?;
         share("operation_very_high_share", self.operation_very_high_share)?;
         share("operation_high_share", self.operation_high_share)?;
@@ -691,6 +724,9 @@ impl Thresholds {
             ("regex_min_count", self.regex_min_count, u64::MAX),
             ("unknown_field_min_documents", self.unknown_field_min_documents, u64::MAX),
             ("computed_min_runs", self.computed_min_runs, u64::MAX),
+            ("outlier_min_arrays", self.outlier_min_arrays, u64::MAX),
+            ("outlier_max_typical", self.outlier_max_typical, u64::MAX),
+            ("outlier_min_length", self.outlier_min_length, u64::MAX),
             ("drift_min_documents", self.drift_min_documents, u64::MAX),
             ("drift_min_values", self.drift_min_values, u64::MAX),
             ("validator_min_documents", self.validator_min_documents, u64::MAX),

@@ -6,6 +6,7 @@
 //! - [`fan_out`]: one update rewriting a copied field in many documents, again and again.
 //! - [`bucket`]: one small document per time-stamped reading.
 //! - [`hot_document`]: one document taking most of its collection's writes, from many writers.
+//! - [`outlier_candidate`]: an array small in almost every document and huge in a few.
 //! - [`ttl_candidate`]: a scheduled purge by a moving date that a TTL index would do.
 
 pub mod array_growth;
@@ -13,5 +14,6 @@ pub mod bucket;
 pub mod document_size;
 pub mod fan_out;
 pub mod hot_document;
+pub mod outlier_candidate;
 pub mod rewrite;
 pub mod ttl_candidate;
