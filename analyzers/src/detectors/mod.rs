@@ -67,6 +67,7 @@ pub const KINDS: &[&str] = &[
     "schema_drift",
     "computed_candidate",
     "outlier_candidate",
+    "attribute_candidate",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -146,6 +147,7 @@ impl Detectors {
             Box::new(writes::ttl_candidate::TtlCandidate::new(&thresholds)),
             Box::new(writes::hot_document::HotDocument::new(&thresholds)),
             Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
+            Box::new(schema::attribute_candidate::AttributeCandidate::new(catalog.clone())),
             Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
             Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),
             Box::new(schema::unknown_field::UnknownField),

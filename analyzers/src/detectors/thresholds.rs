@@ -129,6 +129,10 @@ pub struct Thresholds {
     pub outlier_min_length: u64,
     /// Outlier: outliers are at most this share of the arrays.
     pub outlier_max_share: f64,
+    /// Attribute: sibling fields under one parent, each asked on its own, before it is a finding.
+    pub attribute_min_fields: u64,
+    /// Attribute: each of them is in at most this share of the documents seen.
+    pub attribute_max_presence: f64,
     /// Schema drift: documents of a collection seen whole since it last started afresh.
     pub drift_min_documents: u64,
     /// Schema drift: values of a field's rarer types before they are a drift.
@@ -230,6 +234,8 @@ impl Default for Thresholds {
             outlier_max_typical: 100,
             outlier_min_length: 1_000,
             outlier_max_share: 0.05,
+            attribute_min_fields: 4,
+            attribute_max_presence: 0.5,
             drift_min_documents: 20,
             drift_min_values: 2,
             validator_min_documents: 50,
@@ -547,6 +553,16 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: one document in twenty at most; more, and the large case is the normal one",
     },
     ThresholdDoc {
+        key: "attribute_min_fields",
+        meaning: "sibling fields under one parent, each asked by a read shape run index_min_count times or more, before they are attributes",
+        source: "ours: the pattern catalogue's products carry many specs; four separately indexed ones are where one {k, v} index starts to pay",
+    },
+    ThresholdDoc {
+        key: "attribute_max_presence",
+        meaning: "each of those fields is in at most this share of the collection's documents seen (attributes are sparse; an address's fields are in every document)",
+        source: "MongoDB's pattern catalogue (Building with Patterns: the Attribute Pattern): fields that only a subset of documents share",
+    },
+    ThresholdDoc {
         key: "drift_min_documents",
         meaning: "documents of a collection seen whole (written, or returned without a projection) since it was last created, dropped or emptied, before its fields' types are judged",
         source: "ours, as unknown_field_min_documents: a test case's handful of documents is no collection's schema (Compass samples 1,000)",
@@ -664,6 +680,7 @@ impl Thresholds {
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
         share("ttl_max_age_spread", self.ttl_max_age_spread)?;
         share("hot_min_share", self.hot_min_share)?;
+        share("attribute_max_presence", self.attribute_max_presence)?;
         share("outlier_max_share", self.outlier_max_share)?;
         share("index_high_share", self.index_high_share)?;
         share("operation_very_high_share", self.operation_very_high_share)?;
@@ -727,6 +744,7 @@ impl Thresholds {
             ("outlier_min_arrays", self.outlier_min_arrays, u64::MAX),
             ("outlier_max_typical", self.outlier_max_typical, u64::MAX),
             ("outlier_min_length", self.outlier_min_length, u64::MAX),
+            ("attribute_min_fields", self.attribute_min_fields, 1_000),
             ("drift_min_documents", self.drift_min_documents, u64::MAX),
             ("drift_min_values", self.drift_min_values, u64::MAX),
             ("validator_min_documents", self.validator_min_documents, u64::MAX),
