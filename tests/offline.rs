@@ -386,7 +386,8 @@ async fn two_proxies_reports_merge_into_the_report_of_all_their_traffic() {
     assert!(!fields(&merged).is_empty());
     assert_eq!(fields(&merged), fields(&one), "the same collections, fields and types");
     let table = |mut r: Value| {
-        for k in ["findings", "operations", "relationships", "schemas"] {
+        // Shard keys are ranked per run (each proxy saw too few operations to rank).
+        for k in ["findings", "operations", "relationships", "schemas", "shard_keys"] {
             r.as_object_mut().unwrap().remove(k);
         }
         r

@@ -17,6 +17,8 @@
 //! - [`statements`]: the write statements of any write command, and what its reply says they did.
 //! - [`table`]: the access-pattern frequency table.
 //! - [`schema`]: what each collection's documents look like: fields, types, arrays.
+//! - [`sharding`]: shard-key candidates, from the table's shapes and the inserted values.
+//! - [`sketch`]: bounded summaries of values (distinct counts, the most common).
 //! - [`finding`]: a finding, as detectors make it and reports render it.
 //! - [`detectors`]: the schema smells (N+1, redundant queries, `$lookup` chains, ...).
 //! - [`workload`]: the application's operations and the relationships between its
@@ -37,6 +39,8 @@ pub mod report;
 pub mod schema;
 pub mod script;
 pub mod shape;
+pub mod sharding;
+pub mod sketch;
 pub mod statements;
 pub mod table;
 pub mod values;

@@ -9,6 +9,7 @@ use crate::finding::Finding;
 use crate::namespace::Epochs;
 use crate::operation::Operation;
 use crate::schema::Schemas;
+use crate::sharding::ShardKeys;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
 use crate::workload::Workload;
@@ -28,6 +29,7 @@ pub struct Pipeline {
     epochs: Epochs,
     /// What each collection's documents look like.
     schemas: Schemas,
+    shard_keys: ShardKeys,
     /// The application's operations and relationships.
     workload: Workload,
 }
@@ -50,6 +52,7 @@ impl Pipeline {
             last_shape: None,
             epochs: Epochs::default(),
             schemas: Schemas::default(),
+            shard_keys: ShardKeys::default(),
             workload: Workload::new(detectors.thresholds()),
             detectors,
         }
@@ -70,8 +73,13 @@ impl Pipeline {
             self.table.charge_loss(dropped);
         }
         let (ops, last_shape, epochs) = (&mut self.operations, &mut self.last_shape, &mut self.epochs);
-        let (table, detectors, schemas, workload) =
-            (&mut self.table, &mut self.detectors, &mut self.schemas, &mut self.workload);
+        let (table, detectors, schemas, workload, shard_keys) = (
+            &mut self.table,
+            &mut self.detectors,
+            &mut self.schemas,
+            &mut self.workload,
+            &mut self.shard_keys,
+        );
         self.correlator.on_event(ev, &mut |op: Operation| {
             *ops += 1;
             // Decoded once; the table fills in the shape ids the detectors read.
@@ -79,6 +87,7 @@ impl Pipeline {
             view.epoch = epochs.of(&op.namespace);
             table.record(&mut view);
             schemas.observe(&view);
+            shard_keys.observe(&view);
             detectors.on_operation(&view);
             workload.observe(&view);
             if let Some(change) = &view.change {
@@ -126,6 +135,11 @@ impl Pipeline {
     /// What each collection's documents look like.
     pub fn schemas(&self) -> &Schemas {
         &self.schemas
+    }
+
+    /// What the inserts showed of each collection's candidate shard-key values.
+    pub fn shard_keys(&self) -> &ShardKeys {
+        &self.shard_keys
     }
 
     /// Events fed so far.

@@ -229,6 +229,28 @@ def score_workload(scenario, report, db):
             item = {"kind": "validator", "namespace": want["namespace"], "field": ", ".join(want["required"])}
             required = ((seen.get("validator") or {}).get("$jsonSchema") or {}).get("required") or []
             (tp if set(want["required"]) <= set(required) else fn).append({**item, "reported": required})
+    sections = {c["namespace"]: c for c in report.get("shard_keys") or []}
+    for want in substitute(scenario.get("shard_keys", []), {"db": db}):
+        seen = sections.get(want["namespace"]) or {}
+        candidates = seen.get("candidates") or []
+        first_field = lambda c: c["key"][0][0]  # noqa: E731
+        if "first" in want:
+            best = candidates[0] if candidates else None
+            item = {"kind": "shard_key", "namespace": want["namespace"], "field": want["first"],
+                    "reported": best and best["key"]}
+            ok = best is not None and best["recommended"] and first_field(best) == want["first"]
+            (tp if ok else fn).append(item)
+        for field in want.get("monotonic", []):
+            ranged = [c for c in candidates if first_field(c) == field and c["key"][0][1] == 1]
+            ok = any(c["monotonic"] and not c["recommended"] for c in ranged)
+            (tp if ok else fn).append({"kind": "shard_key_monotonic", "namespace": want["namespace"], "field": field})
+        for field in want.get("not_recommended", []):
+            ok = any(first_field(c) == field and not c["recommended"] for c in candidates) and not any(
+                first_field(c) == field and c["recommended"] for c in candidates)
+            (tp if ok else fn).append({"kind": "shard_key_rejected", "namespace": want["namespace"], "field": field})
+        if want.get("scatter_gather"):
+            ok = bool(seen) and seen.get("command") is None and "every shard" in seen.get("recommendation", "")
+            (tp if ok else fn).append({"kind": "shard_key_scatter", "namespace": want["namespace"]})
     return tp, fp, fn
 
 
@@ -246,7 +268,7 @@ def describe(item):
         text += f" lookups {item.get('lookups')}"
     if item.get("field") is not None:
         text += f" field {item.get('field')}"
-    if item.get("kind") in ("schema_version", "validator") and "reported" in item:
+    if item.get("kind") in ("schema_version", "validator", "shard_key") and "reported" in item:
         text += f" (reported {item['reported']})"
     return text
 
@@ -420,7 +442,7 @@ def main():
         mine = [(s, r) for s, r in rows if s["client"] == client]
         positive = lambda s: s["expect"] or s.get("operations") or any(  # noqa: E731
             "verdict" in r for r in s.get("relationships", [])) or any(
-            c.get("version_field") or c.get("required") for c in s.get("schemas", []))
+            c.get("version_field") or c.get("required") for c in s.get("schemas", [])) or s.get("shard_keys")
         pos = [(s, r) for s, r in mine if positive(s)]
         neg = [(s, r) for s, r in mine if not positive(s)]
         clean = lambda group: sum(1 for _, r in group if r is not None and not r[1] and not r[2])  # noqa: E731

@@ -2,6 +2,9 @@
 //! from. Users override any of them in the `[detectors]` table of the TOML config
 //! (`mongotap detectors` prints them all with their sources).
 //!
+//! Longer than the other rooms on purpose: one table users read whole (the value,
+//! its meaning and its source side by side), which split files would scatter.
+//!
 //! Most tools we learn from work on APM spans or ORM hooks, with production
 //! timings; mongotap sees the wire, usually on staging, where a local server answers
 //! in well under a millisecond. So the rules here count round trips and link values
@@ -133,6 +136,16 @@ pub struct Thresholds {
     pub attribute_min_fields: u64,
     /// Attribute: each of them is in at most this share of the documents seen.
     pub attribute_max_presence: f64,
+    /// Shard keys: reads and write statements of a collection before its candidates are ranked.
+    pub shard_min_operations: u64,
+    /// Shard keys: fewer distinct values than this is low cardinality.
+    pub shard_min_distinct: u64,
+    /// Shard keys: one value holding more than this share of the documents makes jumbo chunks.
+    pub shard_max_common_share: f64,
+    /// Shard keys: this share of consecutive inserts rising (or falling) is monotonic.
+    pub shard_monotonic_share: f64,
+    /// Shard keys: a key is recommended when at least this share of reads go to one shard.
+    pub shard_min_single_reads: f64,
     /// Schema drift: documents of a collection seen whole since it last started afresh.
     pub drift_min_documents: u64,
     /// Schema drift: values of a field's rarer types before they are a drift.
@@ -236,6 +249,11 @@ impl Default for Thresholds {
             outlier_max_share: 0.05,
             attribute_min_fields: 4,
             attribute_max_presence: 0.5,
+            shard_min_operations: 100,
+            shard_min_distinct: 100,
+            shard_max_common_share: 0.25,
+            shard_monotonic_share: 0.9,
+            shard_min_single_reads: 0.5,
             drift_min_documents: 20,
             drift_min_values: 2,
             validator_min_documents: 50,
@@ -563,6 +581,31 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "MongoDB's pattern catalogue (Building with Patterns: the Attribute Pattern): fields that only a subset of documents share",
     },
     ThresholdDoc {
+        key: "shard_min_operations",
+        meaning: "reads and write statements of a collection before its shard-key candidates are ranked",
+        source: "ours: a hundred operations show a collection's main queries",
+    },
+    ThresholdDoc {
+        key: "shard_min_distinct",
+        meaning: "a candidate's first field with fewer distinct values among the inserted documents, each repeated ten times or more on average, is low cardinality (exact up to 128 values, then within about 6.5%)",
+        source: "the manual (Choose a Shard Key, cardinality): a key's distinct values cap its chunks; ours: a hundred",
+    },
+    ThresholdDoc {
+        key: "shard_max_common_share",
+        meaning: "one value holding more than this share of the inserted documents makes a jumbo chunk",
+        source: "analyzeShardKey reports the most common values' frequencies for this reason; ours: a quarter",
+    },
+    ThresholdDoc {
+        key: "shard_monotonic_share",
+        meaning: "this share of consecutive inserts (over at least 20) with a rising (or falling) value is monotonic: a hot shard when ranged",
+        source: "analyzeShardKey's monotonicity (the manual: a monotonically changing key sends all inserts to one shard); ours: nine in ten",
+    },
+    ThresholdDoc {
+        key: "shard_min_single_reads",
+        meaning: "the best candidate is recommended when at least this share of the collection's reads would go to one shard; below, scatter-gather is said plainly",
+        source: "ours: most reads",
+    },
+    ThresholdDoc {
         key: "drift_min_documents",
         meaning: "documents of a collection seen whole (written, or returned without a projection) since it was last created, dropped or emptied, before its fields' types are judged",
         source: "ours, as unknown_field_min_documents: a test case's handful of documents is no collection's schema (Compass samples 1,000)",
@@ -680,6 +723,9 @@ impl Thresholds {
         share("over_fetch_min_field_share", self.over_fetch_min_field_share)?;
         share("ttl_max_age_spread", self.ttl_max_age_spread)?;
         share("hot_min_share", self.hot_min_share)?;
+        share("shard_max_common_share", self.shard_max_common_share)?;
+        share("shard_monotonic_share", self.shard_monotonic_share)?;
+        share("shard_min_single_reads", self.shard_min_single_reads)?;
         share("attribute_max_presence", self.attribute_max_presence)?;
         share("outlier_max_share", self.outlier_max_share)?;
         share("index_high_share", self.index_high_share)?;
@@ -745,6 +791,8 @@ impl Thresholds {
             ("outlier_max_typical", self.outlier_max_typical, u64::MAX),
             ("outlier_min_length", self.outlier_min_length, u64::MAX),
             ("attribute_min_fields", self.attribute_min_fields, 1_000),
+            ("shard_min_operations", self.shard_min_operations, u64::MAX),
+            ("shard_min_distinct", self.shard_min_distinct, u64::MAX),
             ("drift_min_documents", self.drift_min_documents, u64::MAX),
             ("drift_min_values", self.drift_min_values, u64::MAX),
             ("validator_min_documents", self.validator_min_documents, u64::MAX),

@@ -164,6 +164,7 @@ mod tests {
             operations: vec![],
             relationships: vec![],
             schemas: vec![],
+            shard_keys: vec![],
         }
     }
 

@@ -67,6 +67,7 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(s, "</section>");
     schemas(&mut s, r);
+    shard_keys(&mut s, r);
 
     let _ = writeln!(
         s,
@@ -300,6 +301,46 @@ fn schemas(s: &mut String, r: &Report) {
             let _ = writeln!(s, "<p>A validator to paste:</p><pre class=\"fix\">{}</pre>", esc(fix));
         }
         let _ = writeln!(s, "</details>");
+    }
+    let _ = writeln!(s, "</section>");
+}
+
+/// Per collection: the shard-key candidates, the recommendation first.
+fn shard_keys(s: &mut String, r: &Report) {
+    if r.shard_keys.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "<section><h2>Shard keys (if sharding later)</h2>");
+    for c in &r.shard_keys {
+        let _ = writeln!(
+            s,
+            "<h3><code>{}</code> ({} operations)</h3><p>{}</p>{}",
+            esc(&c.namespace),
+            c.operations,
+            esc(&c.recommendation),
+            c.command.as_ref().map_or(String::new(), |x| format!("<pre class=\"fix\">{}</pre>", esc(x)))
+        );
+        let _ = writeln!(
+            s,
+            "<div class=\"wide\"><table><thead><tr><th>#</th><th>Key</th><th>Reads to one shard</th><th>Reads to every shard</th>\
+<th>Writes to one shard</th><th>Distinct values</th><th>Monotonic</th><th></th></tr></thead><tbody>"
+        );
+        for k in &c.candidates {
+            let _ = writeln!(
+                s,
+                "<tr><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"n\">{:.0}%</td><td class=\"n\">{:.0}%</td>\
+<td class=\"n\">{:.0}%</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+                k.rank,
+                esc(&crate::sharding::section::key_text(&k.key)),
+                k.reads.single_shard * 100.0,
+                k.reads.scatter_gather * 100.0,
+                k.writes.single_shard * 100.0,
+                k.distinct_values.map_or("-".to_owned(), |d| d.to_string()),
+                k.monotonic.map_or("-", |m| if m { "yes" } else { "no" }),
+                esc(&k.not_recommended.as_deref().map_or("recommended".to_owned(), |w| format!("not recommended: {w}"))),
+            );
+        }
+        let _ = writeln!(s, "</tbody></table></div>");
     }
     let _ = writeln!(s, "</section>");
 }

@@ -60,6 +60,7 @@ pub fn render(r: &Report) -> String {
     }
 
     schemas(&mut s, r);
+    shard_keys(&mut s, r);
 
     let of =
         |g: Group| -> Vec<&AccessPattern> { r.access_patterns.iter().filter(|p| p.group() == g).collect() };
@@ -447,6 +448,47 @@ fn schemas(s: &mut String, r: &Report) {
                 c.documents_written
             );
         }
+    }
+}
+
+/// Per collection: the shard-key candidates, the recommendation first.
+fn shard_keys(s: &mut String, r: &Report) {
+    if r.shard_keys.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "## Shard keys (if sharding later)\n");
+    for c in &r.shard_keys {
+        let _ = writeln!(
+            s,
+            "### `{}` ({} operations)\n\n{}\n",
+            cell(&c.namespace),
+            c.operations,
+            c.recommendation
+        );
+        if let Some(cmd) = &c.command {
+            let _ = writeln!(s, "```js\n{cmd}\n```\n");
+        }
+        let _ = writeln!(
+            s,
+            "| # | Key | Reads to one shard | Reads to every shard | Writes to one shard | Distinct values | Monotonic | |\n|---:|---|---:|---:|---:|---:|---|---|"
+        );
+        for k in &c.candidates {
+            let _ = writeln!(
+                s,
+                "| {} | `{}` | {:.0}% | {:.0}% | {:.0}% | {} | {} | {} |",
+                k.rank,
+                cell(&crate::sharding::section::key_text(&k.key)),
+                k.reads.single_shard * 100.0,
+                k.reads.scatter_gather * 100.0,
+                k.writes.single_shard * 100.0,
+                k.distinct_values.map_or("-".to_owned(), |d| d.to_string()),
+                k.monotonic.map_or("-", |m| if m { "yes" } else { "no" }),
+                k.not_recommended
+                    .as_deref()
+                    .map_or("recommended".to_owned(), |w| format!("not recommended: {}", cell(w))),
+            );
+        }
+        let _ = writeln!(s);
     }
 }
 

@@ -119,6 +119,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, String> {
         operations: merge_operations(reports, seconds),
         relationships: merge_relationships(reports),
         schemas: merge_schemas(reports),
+        shard_keys: merge_shard_keys(reports),
     })
 }
 
@@ -236,6 +237,20 @@ fn merge_schemas(reports: &[Report]) -> Vec<super::CollectionSchema> {
     let mut out: Vec<super::CollectionSchema> = by_ns.into_values().map(|(c, _)| c).collect();
     out.sort_by(|a, b| b.documents_seen.cmp(&a.documents_seen).then_with(|| a.namespace.cmp(&b.namespace)));
     out.truncate(50);
+    out
+}
+
+/// Shard keys by namespace: the one judged on the most operations (candidates are
+/// ranked from one run's shapes and value sketches; sketches are not merged).
+fn merge_shard_keys(reports: &[Report]) -> Vec<super::CollectionKeys> {
+    let mut by_ns: BTreeMap<String, super::CollectionKeys> = BTreeMap::new();
+    for c in reports.iter().flat_map(|r| &r.shard_keys) {
+        if by_ns.get(&c.namespace).is_none_or(|kept| kept.operations < c.operations) {
+            by_ns.insert(c.namespace.clone(), c.clone());
+        }
+    }
+    let mut out: Vec<super::CollectionKeys> = by_ns.into_values().collect();
+    out.sort_by(|a, b| b.operations.cmp(&a.operations).then_with(|| a.namespace.cmp(&b.namespace)));
     out
 }
 

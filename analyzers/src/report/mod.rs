@@ -21,6 +21,7 @@ use crate::shape::command::Category;
 pub use crate::event::rfc3339;
 pub use crate::finding::Finding;
 pub use crate::schema::section::CollectionSchema;
+pub use crate::sharding::section::CollectionKeys;
 pub use crate::workload::operations::Operation;
 pub use crate::workload::relationships::Relationship;
 
@@ -58,6 +59,9 @@ pub struct Report {
     /// What each collection's documents hold, with a validator to paste.
     #[serde(default)]
     pub schemas: Vec<CollectionSchema>,
+    /// Shard-key candidates per collection, ranked, with a recommendation.
+    #[serde(default)]
+    pub shard_keys: Vec<CollectionKeys>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -395,6 +399,7 @@ impl Report {
             operations: p.workload().operations(table, seconds),
             relationships: p.workload().relationships(table),
             schemas: crate::schema::section::build(p.schemas(), p.detectors().thresholds()),
+            shard_keys: crate::sharding::section::build(p.shard_keys(), table, p.detectors().thresholds()),
         }
     }
 }

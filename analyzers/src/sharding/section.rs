@@ -1,0 +1,317 @@
+//! The report's `shard_keys` section: per collection with enough traffic, the
+//! candidate keys ranked by where their reads and writes would go, with the key
+//! characteristics `analyzeShardKey` reports (distinct values, the most common
+//! value's share, monotonicity), a recommendation and the command to run.
+//!
+//! Candidates: the fields the collection's statements ask by equality (the busiest
+//! four), `_id`, each of them followed by a field its queries sort or range on (a
+//! customer's orders by date), and that field alone. A monotonic field (values rising with
+//! time) is not recommended ranged: every insert would go to the shard holding the
+//! last chunk (a hot shard); its hashed form is offered instead. A field with few
+//! distinct values, or one value holding a large share of the documents, is not
+//! recommended at all: its chunks could not split (jumbo chunks). (Few values each
+//! repeated ten times or more: a small collection's unique ids are not that.)
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::distribution::{distribution, equality_fields, Form, Reads, Writes};
+use super::ShardKeys;
+use crate::detectors::Thresholds;
+use crate::namespace::is_system;
+use crate::shape::command::Category;
+use crate::table::AccessTable;
+
+/// Equality fields taken as candidates per collection.
+const MAX_FIELDS: usize = 4;
+/// Candidates shown per collection.
+const MAX_SHOWN: usize = 8;
+/// Collections shown, busiest first.
+const MAX_COLLECTIONS: usize = 20;
+
+/// One candidate key with its figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Candidate {
+    /// The key as `sh.shardCollection` takes it: (field, 1 or "hashed").
+    pub key: Vec<(String, Value)>,
+    pub rank: usize,
+    pub reads: Reads,
+    pub writes: Writes,
+    /// Distinct values of the first field among the documents inserted (exact up
+    /// to 128, then an estimate within about 6.5%); `null` when no insert was seen.
+    pub distinct_values: Option<u64>,
+    /// The most common value's share of those documents.
+    pub most_common_share: Option<f64>,
+    /// Whether the first field's values rise (or fall) with time.
+    pub monotonic: Option<bool>,
+    pub recommended: bool,
+    /// Why not, when not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_recommended: Option<String>,
+}
+
+/// One collection's candidates.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CollectionKeys {
+    pub namespace: String,
+    /// Reads and write statements counted.
+    pub operations: u64,
+    pub candidates: Vec<Candidate>,
+    pub recommendation: String,
+    /// The command for the first recommended candidate, when one serves most reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+}
+
+/// The key as the shell writes it: `{ customerId: 1, createdAt: 1 }`.
+pub fn key_text(key: &[(String, Value)]) -> String {
+    let parts: Vec<String> = key.iter().map(|(f, d)| format!("{f}: {d}")).collect();
+    format!("{{ {} }}", parts.join(", "))
+}
+
+/// The section.
+pub fn build(keys: &ShardKeys, table: &AccessTable, t: &Thresholds) -> Vec<CollectionKeys> {
+    let rows = table.rows();
+    let mut namespaces: Vec<(&str, u64)> = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| matches!(r.category, Category::Read | Category::Write) && !is_system(&r.namespace))
+    {
+        let n = if r.category == Category::Write { r.statements.max(1) } else { r.count };
+        match namespaces.iter_mut().find(|(ns, _)| *ns == r.namespace) {
+            Some((_, c)) => *c += n,
+            None => namespaces.push((&r.namespace, n)),
+        }
+    }
+    namespaces.retain(|(_, n)| *n >= t.shard_min_operations);
+    namespaces.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    namespaces.truncate(MAX_COLLECTIONS);
+    namespaces
+        .into_iter()
+        .map(|(ns, operations)| {
+            let mine: Vec<&crate::table::Row> = rows.iter().copied().filter(|r| r.namespace == ns).collect();
+            collection(ns, operations, &mine, keys, t)
+        })
+        .collect()
+}
+
+fn collection(
+    ns: &str,
+    operations: u64,
+    rows: &[&crate::table::Row],
+    keys: &ShardKeys,
+    t: &Thresholds,
+) -> CollectionKeys {
+    let values = keys.get(ns);
+    let eq = equality_fields(rows);
+    let mut keys_tried: Vec<Vec<(String, Value)>> = Vec::new();
+    let mut push = |k: Vec<(String, Value)>| {
+        if !keys_tried.contains(&k) {
+            keys_tried.push(k);
+        }
+    };
+    for (f, _, companions) in eq.iter().take(MAX_FIELDS) {
+        push(vec![(f.clone(), json!(1))]);
+        if let Some(c) = companions.first() {
+            push(vec![(f.clone(), json!(1)), (c.clone(), json!(1))]);
+            // The sort or range field alone too: a date is the obvious, and often wrong, choice.
+            push(vec![(c.clone(), json!(1))]);
+        }
+    }
+    push(vec![("_id".to_owned(), json!(1))]);
+    // A monotonic single field is offered hashed beside its ranged form.
+    let monotonic = |f: &str| values.and_then(|v| v.field(f)).map(|v| v.monotonic(t.shard_monotonic_share));
+    let hashed: Vec<Vec<(String, Value)>> = keys_tried
+        .iter()
+        .filter(|k| k.len() == 1 && monotonic(&k[0].0) == Some(true))
+        .map(|k| vec![(k[0].0.clone(), json!("hashed"))])
+        .collect();
+    keys_tried.extend(hashed);
+
+    let mut candidates: Vec<(f64, Candidate)> = keys_tried
+        .into_iter()
+        .map(|key| {
+            let first = key[0].0.clone();
+            let form = if key[0].1 == json!("hashed") { Form::Hashed } else { Form::Ranged };
+            let names: Vec<String> = key.iter().map(|(f, _)| f.clone()).collect();
+            let (reads, writes) = distribution(rows, &names, form);
+            let v = values.and_then(|v| v.field(&first));
+            let distinct = v.map(|v| v.distinct.estimate());
+            // Few values, each repeated: a small collection's unique ids are not that.
+            let repeated = v.is_some_and(|v| v.common.total >= 10 * v.distinct.estimate());
+            let common = v.map(|v| (v.most_common_share() * 1000.0).round() / 1000.0);
+            let mono = v.map(|v| v.monotonic(t.shard_monotonic_share));
+            let why = match (distinct, common, mono, form) {
+                (Some(d), _, _, _) if d < t.shard_min_distinct && repeated => Some(format!(
+                    "low cardinality: {d} distinct values of {first} cap the collection at {d} chunks, which cannot split (jumbo chunks)"
+                )),
+                (_, Some(c), _, _) if c > t.shard_max_common_share => Some(format!(
+                    "one value of {first} holds {:.0}% of the documents: its chunk cannot split (a jumbo chunk on one shard)",
+                    c * 100.0
+                )),
+                (_, _, Some(true), Form::Ranged) => Some(format!(
+                    "monotonic: {first} rises with time, so every insert goes to the shard holding the last chunk (a hot shard); hashed spreads inserts but scatters ranges"
+                )),
+                _ => None,
+            };
+            let r = reads.count as f64;
+            let w = writes.count as f64;
+            let score = (reads.single_shard * r + writes.single_shard * w) / (r + w).max(1.0);
+            let c = Candidate {
+                key,
+                rank: 0,
+                reads,
+                writes,
+                distinct_values: distinct,
+                most_common_share: common,
+                monotonic: mono,
+                recommended: why.is_none(),
+                not_recommended: why,
+            };
+            (score, c)
+        })
+        .collect();
+    // Recommended first, then by the share of operations sent to one shard, then the
+    // longer key (a compound key splits one busy value's chunk further).
+    candidates.sort_by(|(sa, a), (sb, b)| {
+        b.recommended
+            .cmp(&a.recommended)
+            .then(sb.partial_cmp(sa).unwrap_or(std::cmp::Ordering::Equal))
+            .then(b.key.len().cmp(&a.key.len()))
+    });
+    candidates.truncate(MAX_SHOWN);
+    let mut candidates: Vec<Candidate> = candidates.into_iter().map(|(_, c)| c).collect();
+    for (i, c) in candidates.iter_mut().enumerate() {
+        c.rank = i + 1;
+    }
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let (recommendation, command) = match candidates.first() {
+        Some(best) if best.recommended && best.reads.single_shard >= t.shard_min_single_reads => (
+            format!(
+                "Shard {ns} on {key}: {rs} of its reads and {ws} of its writes would go to one shard ({sg} of reads to every shard).{others}",
+                key = key_text(&best.key),
+                rs = pct(best.reads.single_shard),
+                ws = pct(best.writes.single_shard),
+                sg = pct(best.reads.scatter_gather),
+                others = warnings(&candidates),
+            ),
+            Some(format!("sh.shardCollection({}, {})", json!(ns), key_text(&best.key))),
+        ),
+        Some(best) if !best.recommended => (
+            format!("No candidate key suits {ns}.{others}", others = warnings(&candidates)),
+            None,
+        ),
+        Some(best) => (
+            format!(
+                "No key serves most reads of {ns}: the best candidate, {key}, still sends {sg} of its reads to every shard (scatter-gather) and only {rs} to one. Sharded, most queries of {ns} would ask every shard: keep it unsharded, or give its main queries a common field first.{others}",
+                key = key_text(&best.key),
+                sg = pct(best.reads.scatter_gather + best.reads.multi_shard),
+                rs = pct(best.reads.single_shard),
+                others = warnings(&candidates),
+            ),
+            None,
+        ),
+        None => (format!("No candidate key for {ns}."), None),
+    };
+    CollectionKeys { namespace: ns.to_owned(), operations, candidates, recommendation, command }
+}
+
+/// The not-recommended candidates, in words.
+fn warnings(candidates: &[Candidate]) -> String {
+    let mut out = String::new();
+    for c in candidates.iter().filter(|c| !c.recommended) {
+        out.push_str(&format!(" Not {}: {}.", key_text(&c.key), c.not_recommended.as_deref().unwrap_or("")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{doc, oid::ObjectId, DateTime};
+    use serde_json::json;
+
+    use crate::report::{Report, RunFacts};
+    use crate::script::Script;
+
+    #[test]
+    fn orders_queried_by_customer_rank_the_customer_first_with_hand_computed_shares() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for i in 0..120i64 {
+            let status = ["placed", "paid"][(i % 2) as usize];
+            let d = doc! {"_id": ObjectId::new(), "customerId": (i * 97) % 150, "status": status,
+            "createdAt": DateTime::from_millis(1_700_000_000_000 + i * 60_000)};
+            s.exchange(
+                c,
+                doc! {"insert": "orders", "documents": [d], "$db": "shop"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+        }
+        // 60 reads by customer sorted by date, 20 by _id, 10 by a date range;
+        // 8 updates by _id setting the status, 2 updateMany by status.
+        for i in 0..60 {
+            s.exchange(
+                c,
+                doc! {"find": "orders", "filter": {"customerId": i}, "sort": {"createdAt": -1}, "$db": "shop"},
+                doc! {"cursor": {"id": 0_i64, "ns": "shop.orders", "firstBatch": []}, "ok": 1.0},
+            );
+        }
+        for _ in 0..20 {
+            s.find(c, "shop.orders", doc! {"_id": ObjectId::new()}, vec![]);
+        }
+        for i in 0..10 {
+            s.find(c, "shop.orders", doc! {"createdAt": {"$gte": DateTime::from_millis(i)}}, vec![]);
+        }
+        for _ in 0..8 {
+            s.update(c, "shop.orders", doc! {"_id": ObjectId::new()}, doc! {"$set": {"status": "paid"}});
+        }
+        for _ in 0..2 {
+            s.exchange(
+                c,
+                doc! {"update": "orders", "updates": [{"q": {"status": "placed"}, "u": {"$set": {"status": "late"}}, "multi": true}], "$db": "shop"},
+                doc! {"n": 3, "nModified": 3, "ok": 1.0},
+            );
+        }
+        let p = s.run();
+        let report = Report::build(&p, RunFacts::default());
+        let orders = report.shard_keys.iter().find(|c| c.namespace == "shop.orders").expect("orders");
+        // 90 reads, 130 write statements (120 inserts, 8 + 2 updates).
+        assert_eq!(orders.operations, 220);
+        let best = &orders.candidates[0];
+        assert_eq!(best.key, vec![("customerId".to_owned(), json!(1)), ("createdAt".to_owned(), json!(1))]);
+        assert_eq!(
+            (best.reads.single_shard, best.reads.scatter_gather, best.reads.count),
+            (0.667, 0.333, 90)
+        );
+        // Inserts go to one shard (120 of 130); by _id without the key: 8 single, 2 broadcast.
+        assert_eq!(
+            (best.writes.single_shard, best.writes.single_without_key, best.writes.scatter_gather),
+            (0.923, 0.062, 0.015)
+        );
+        assert_eq!((best.distinct_values, best.monotonic), (Some(120), Some(false)));
+        assert_eq!(
+            orders.command.as_deref(),
+            Some("sh.shardCollection(\"shop.orders\", { customerId: 1, createdAt: 1 })")
+        );
+        let by = |k: &str, form: serde_json::Value| {
+            orders
+                .candidates
+                .iter()
+                .find(|c| c.key == vec![(k.to_owned(), form.clone())])
+                .unwrap_or_else(|| panic!("{k}"))
+        };
+        let created = by("createdAt", json!(1));
+        assert_eq!(
+            (created.reads.multi_shard, created.reads.scatter_gather),
+            (0.111, 0.889),
+            "a range is several shards"
+        );
+        assert!(created.monotonic == Some(true) && !created.recommended);
+        let hashed = by("createdAt", json!("hashed"));
+        assert_eq!(hashed.reads.scatter_gather, 1.0, "hashing scatters the range too");
+        let status = by("status", json!(1));
+        assert_eq!((status.distinct_values, status.most_common_share), (Some(2), Some(0.5)));
+        assert!(!status.recommended);
+        assert_eq!(status.writes.shard_key_updates, 0.077, "the 10 updates set the status");
+    }
+}
