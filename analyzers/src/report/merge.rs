@@ -179,6 +179,8 @@ fn merge_schemas(reports: &[Report]) -> Vec<super::CollectionSchema> {
         };
         let (before, added) = (m.documents_seen as f64, c.documents_seen as f64);
         let total = (before + added).max(1.0);
+        // Each field's presence before this report, for weighting its array mean.
+        let prior: Vec<(String, f64)> = m.fields.iter().map(|f| (f.path.clone(), f.presence)).collect();
         for f in &mut m.fields {
             f.presence *= before / total;
         }
@@ -198,7 +200,8 @@ fn merge_schemas(reports: &[Report]) -> Vec<super::CollectionSchema> {
             x.presence = round(x.presence + f.presence * added / total, 3);
             if let Some(l) = &f.array_lengths {
                 let mine = x.array_lengths.get_or_insert_with(|| l.clone());
-                let (wa, wb) = (before * x.presence.max(0.001), added * f.presence.max(0.001));
+                let was = prior.iter().find(|(p, _)| *p == f.path).map_or(0.0, |(_, p)| *p);
+                let (wa, wb) = (before * was.max(0.001), added * f.presence.max(0.001));
                 mine.mean = round((mine.mean * wa + l.mean * wb) / (wa + wb), 3);
                 mine.min = mine.min.min(l.min);
                 mine.max = mine.max.max(l.max);

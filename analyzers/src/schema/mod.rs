@@ -59,6 +59,9 @@ pub struct TypeCount {
     pub count: u64,
     /// Bit i: written by the collection's writer i (values read back carry none).
     pub writers: u16,
+    /// Of the values, those in documents the traffic wrote (a document read back
+    /// twice counts twice in `count`, once here when it was written).
+    pub written: u64,
 }
 
 /// One field path of a collection.
@@ -76,6 +79,12 @@ pub struct Field {
     pub lengths: Option<Box<LengthBuckets>>,
     /// Whether it ever held a sub-document or an array (so `path.x` can exist).
     container: bool,
+    /// Updates grow it (`$push`, `$addToSet`): its length today is no bound.
+    pub pushed: bool,
+    /// Updates remove it (`$unset`, `$rename`): present today, not required.
+    pub removed: bool,
+    /// Updates increment it (`$inc`): a counter (a lock's version), not a schema version.
+    pub incremented: bool,
     /// The last document (its number in the collection) that counted it present.
     last_document: u64,
 }
@@ -158,6 +167,9 @@ pub struct Collection {
     index: FxHashMap<Box<[u8]>, u32>,
     /// Paths refused past [`MAX_PATHS`].
     pub refused_paths: u64,
+    /// Keys that read as values, not field names (an email, an id in hex, a
+    /// number): neither kept nor walked into, so no value becomes a "field".
+    pub value_keys: u64,
 }
 
 impl Collection {
@@ -249,13 +261,22 @@ impl Collection {
         self.writers.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, w)| name(w)).collect()
     }
 
-    /// Marks a path as existing without a document (an update set it).
-    fn exists(&mut self, path: &[u8]) {
-        if self.index.contains_key(path) {
+    /// Marks a path as existing without a document (an update set it), and what
+    /// the update operator `op` says of it.
+    fn updated(&mut self, path: &[u8], op: &[u8]) {
+        let path = normalize(path);
+        if !crate::names::plausible(&path) {
+            self.value_keys += 1;
             return;
         }
-        let path = normalize(path);
-        self.slot(&path);
+        let Some(i) = self.slot(&path) else { return };
+        let f = &mut self.fields[i];
+        match op {
+            b"$push" | b"$addToSet" => f.pushed = true,
+            b"$unset" | b"$rename" => f.removed = true,
+            b"$inc" => f.incremented = true,
+            _ => {}
+        }
     }
 
     /// An operation offers `n` documents: whether to walk them. Every document is
@@ -277,12 +298,17 @@ impl Collection {
         self.written += u64::from(writer.is_some());
         let version = self.versions.of(doc);
         let mut path = Vec::with_capacity(64);
-        let mut doc_walk = Walk { n: self.documents, writer: writer.unwrap_or(0), version };
+        let mut doc_walk =
+            Walk { n: self.documents, writer: writer.unwrap_or(0), written: writer.is_some(), version };
         self.walk(doc, &mut path, 0, &mut doc_walk);
     }
 
     fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
         for e in element::elements(doc) {
+            if !crate::names::plausible(e.key) {
+                self.value_keys += 1;
+                continue;
+            }
             let base = path.len();
             if base > 0 {
                 path.push(b'.');
@@ -311,8 +337,14 @@ impl Collection {
                 Some(t) => {
                     t.count += 1;
                     t.writers |= w.writer;
+                    t.written += u64::from(w.written);
                 }
-                None => f.types.push(TypeCount { kind: e.kind, count: 1, writers: w.writer }),
+                None => f.types.push(TypeCount {
+                    kind: e.kind,
+                    count: 1,
+                    writers: w.writer,
+                    written: u64::from(w.written),
+                }),
             }
             if let Some(len) = array_len {
                 let (lo, hi, sum, count) = f.array_lengths.get_or_insert((len, len, 0, 0));
@@ -349,6 +381,7 @@ impl Collection {
 struct Walk {
     n: u64,
     writer: u16,
+    written: bool,
     version: Option<usize>,
 }
 
@@ -466,9 +499,12 @@ impl Schemas {
                             }
                         }
                         Change::Operators(ops) => {
-                            for group in element::elements(ops).filter(|g| sets_fields(g.key)) {
+                            for group in element::elements(ops) {
+                                if !sets_fields(group.key) && !matches!(group.key, b"$unset" | b"$rename") {
+                                    continue;
+                                }
                                 for f in group.as_document().into_iter().flat_map(element::elements) {
-                                    c.exists(f.key);
+                                    c.updated(f.key, group.key);
                                 }
                             }
                         }

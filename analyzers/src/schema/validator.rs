@@ -73,6 +73,10 @@ pub fn families(f: &Field) -> Vec<(&'static str, u64)> {
     out
 }
 
+/// A type family with at most this share of a field's values is rare (a drift the
+/// validator leaves out); more, and the field holds several types on purpose.
+pub const RARE: f64 = 0.2;
+
 /// The smallest of 10, 20, 50, 100, 200, 500, 1000... at least twice `max`.
 fn round_bound(max: u64) -> u64 {
     let want = max.saturating_mul(2).max(10);
@@ -89,14 +93,21 @@ fn round_bound(max: u64) -> u64 {
 
 /// The schema of one field, without its sub-fields.
 fn field_schema(f: &Field) -> Option<Map<String, Value>> {
-    let main = families(f).first()?.0;
-    let mut types: Vec<Value> = vec![json!(main)];
+    let fams = families(f);
+    let main = fams.first()?.0;
+    let total: u64 = fams.iter().map(|(_, n)| n).sum();
+    let mut types: Vec<Value> =
+        fams.iter().filter(|(_, n)| *n as f64 > RARE * total as f64).map(|(name, _)| json!(name)).collect();
+    if types.is_empty() {
+        types.push(json!(main));
+    }
     if f.types.iter().any(|t| t.kind == 0x0A) {
         types.push(json!("null"));
     }
     let mut m = Map::new();
     m.insert("bsonType".into(), if types.len() == 1 { types.remove(0) } else { Value::Array(types) });
-    if main == "array" {
+    // An array updates push to has no bound today's lengths could set.
+    if main == "array" && !f.pushed {
         if let Some((_, max, _, _)) = f.array_lengths {
             m.insert("maxItems".into(), json!(round_bound(max)));
         }
@@ -133,7 +144,7 @@ fn object(
                 }
             }
         }
-        if !in_array && f.present == parent_present && f.path != "_id" {
+        if !in_array && f.present == parent_present && f.path != "_id" && !f.removed {
             required.push(json!(name));
         }
         properties.insert(name.to_owned(), Value::Object(schema));
@@ -162,22 +173,31 @@ pub fn infer(c: &Collection, min_written: u64, version_min_documents: u64) -> Op
     let mut schema = Map::new();
     schema.insert("bsonType".into(), json!("object"));
     let mut top = object(c, "", c.epoch_documents, false, 0);
-    if let (Some(field), true) = (c.versions.field, c.versions.partitions(version_min_documents)) {
+    // A field updates increment is a counter (a lock's version), and values past the
+    // bound would have no branch: no oneOf then.
+    let counter = |f: &str| c.field(f).is_some_and(|x| x.incremented);
+    let versions = c
+        .versions
+        .field
+        .filter(|f| c.versions.partitions(version_min_documents) && c.versions.refused == 0 && !counter(f));
+    if let Some(field) = versions {
         // Fields every document of one version carries (and not every document) are
         // required in its branch.
         let mut branches = Vec::new();
         for v in &c.versions.values {
-            let required: Vec<&str> = c
-                .fields
-                .iter()
-                .enumerate()
-                .filter(|(i, f)| {
-                    !f.path.contains('.')
-                        && f.path != "_id"
-                        && f.present < c.epoch_documents
-                        && c.versions.share(v, *i) >= 1.0
-                })
-                .map(|(_, f)| f.path.as_str())
+            let required: Vec<&str> = std::iter::once(field)
+                .chain(
+                    c.fields
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, f)| {
+                            !f.path.contains('.')
+                                && f.path != "_id"
+                                && f.present < c.epoch_documents
+                                && c.versions.share(v, *i) >= 1.0
+                        })
+                        .map(|(_, f)| f.path.as_str()),
+                )
                 .collect();
             branches.push(json!({
                 "properties": {field: {"enum": [v.value]}},
@@ -331,9 +351,27 @@ mod tests {
         assert_eq!(
             s["oneOf"],
             json!([
-                {"properties": {"schemaVersion": {"enum": [1]}}, "required": ["phone"]},
-                {"properties": {"schemaVersion": {"enum": [2]}}, "required": ["contact"]},
+                {"properties": {"schemaVersion": {"enum": [1]}}, "required": ["schemaVersion", "phone"]},
+                {"properties": {"schemaVersion": {"enum": [2]}}, "required": ["schemaVersion", "contact"]},
             ])
+        );
+    }
+
+    #[test]
+    fn what_updates_grow_or_remove_is_neither_bounded_nor_required_and_common_types_stay() {
+        let mut docs: Vec<bson::Document> =
+            (0..60).map(|i| doc! {"items": [], "resetToken": "t", "value": if i % 3 == 0 { bson::Bson::String("s".into()) } else { bson::Bson::Int32(i) }}).collect();
+        docs.push(doc! {"items": [], "resetToken": "t", "value": 1});
+        let mut c = written(docs);
+        c.updated(b"items", b"$push");
+        c.updated(b"resetToken", b"$unset");
+        let s = &infer(&c, 50, 10).unwrap()["$jsonSchema"];
+        assert!(s["properties"]["items"].get("maxItems").is_none(), "carts grow by $push");
+        assert_eq!(s["required"], json!(["items", "value"]), "resetToken is $unset later");
+        assert_eq!(
+            s["properties"]["value"]["bsonType"],
+            json!(["number", "string"]),
+            "a third are strings: polymorphic, kept"
         );
     }
 

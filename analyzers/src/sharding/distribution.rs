@@ -91,6 +91,21 @@ fn filter_of(shape: &Value) -> Option<&Value> {
         .or_else(|| shape.get("pipeline").and_then(|p| p.get(0)).and_then(|s| s.get("$match")))
 }
 
+/// A write row's statement: its kind (`insert`, `update`, `delete`...) and shape,
+/// unwrapped from a `bulkWrite`'s `{"update": {...}}`. `None` for an aggregation
+/// that writes (`$out`, `$merge`): its reads are its source's, its writes another's.
+fn statement(row: &Row) -> Option<(&str, &Value)> {
+    match row.command.as_str() {
+        "aggregate" => None,
+        "bulkWrite" => {
+            let o = row.shape.as_object().filter(|o| o.len() == 1)?;
+            let (k, v) = o.iter().next()?;
+            Some((k.as_str(), v))
+        }
+        c => Some((c, &row.shape)),
+    }
+}
+
 /// Whether an update shape changes one of `key`'s fields.
 fn changes_key(shape: &Value, key: &[String]) -> bool {
     let Some(ops) = shape.get("update").and_then(|u| u.get("operators")).and_then(Value::as_object) else {
@@ -151,20 +166,21 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
                 r[i] += row.count;
             }
             Category::Write => {
+                let Some((kind, shape)) = statement(row) else { continue };
                 let n = row.statements.max(1);
-                if row.command == "insert" {
+                if kind == "insert" {
                     w[0] += n;
                     continue;
                 }
-                let multi = row.shape.get("multi").and_then(Value::as_bool).unwrap_or(false);
-                let i = match (target(filter_of(&row.shape), first, form), multi) {
+                let multi = shape.get("multi").and_then(Value::as_bool).unwrap_or(false);
+                let i = match (target(filter_of(shape), first, form), multi) {
                     (Target::One, _) => 0,
                     (Target::Several, _) => 1,
                     (Target::All, true) => 2,
                     (Target::All, false) => 3,
                 };
                 w[i] += n;
-                if changes_key(&row.shape, key) {
+                if changes_key(shape, key) {
                     w[4] += n;
                 }
             }
@@ -196,12 +212,18 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
 pub fn equality_fields(rows: &[&Row]) -> Vec<(String, u64, Vec<String>)> {
     let mut out: Vec<(String, u64, Vec<String>)> = Vec::new();
     for row in rows.iter().filter(|r| matches!(r.category, Category::Read | Category::Write)) {
+        let shape = match row.category {
+            Category::Write => match statement(row) {
+                Some((_, shape)) => shape,
+                None => continue,
+            },
+            _ => &row.shape,
+        };
         let mut preds = Vec::new();
-        if let Some(f) = filter_of(&row.shape) {
+        if let Some(f) = filter_of(shape) {
             predicates(f, &mut preds);
         }
-        let sorted: Vec<String> = row
-            .shape
+        let sorted: Vec<String> = shape
             .get("sort")
             .and_then(Value::as_object)
             .map(|o| o.keys().filter(|k| !k.starts_with('$')).cloned().collect())

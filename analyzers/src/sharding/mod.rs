@@ -31,32 +31,40 @@ const MAX_COLLECTIONS: usize = 1_000;
 /// Top-level fields followed per collection (the first seen in inserts).
 const MAX_FIELDS: usize = 16;
 
-/// A value in the order the server sorts it, for the monotonicity check.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-enum Ordered {
-    Number(f64),
-    Date(i64),
-    ObjectId(u128),
-}
-
 /// What the inserts say about one field's values.
 #[derive(Debug, Clone, Default)]
 pub struct FieldValues {
     pub name: String,
     pub distinct: Distinct,
     pub common: TopK<8>,
-    /// Consecutive inserts (of documents carrying it) whose value rose, or fell.
+    /// Inserts (of documents carrying it) whose value differed from the one before:
+    /// in all, at the front (within a tolerance of the largest so far), and at the
+    /// back (of the smallest so far).
+    pub differing: u64,
     pub rising: u64,
     pub falling: u64,
-    last: Option<Ordered>,
+    /// Values that were ObjectIds: they rise with time by construction.
+    pub object_ids: u64,
+    last: Option<f64>,
+    range: Option<(f64, f64)>,
 }
 
 impl FieldValues {
-    /// Whether the values rise (or fall) with time: at least `share` of the
-    /// consecutive pairs, over at least 20 of them.
-    pub fn monotonic(&self, share: f64) -> bool {
-        let pairs = self.rising + self.falling;
-        pairs >= 20 && (self.rising.max(self.falling) as f64) >= share * pairs as f64
+    /// Whether the values rise (or fall) with time: at least `share` of the inserts
+    /// whose value differed from the one before at the front (or all behind it),
+    /// over at least 20 of them; `None` when fewer.
+    pub fn monotonic(&self, share: f64) -> Option<bool> {
+        // The manual: ObjectIds increase with time (their first bytes are a timestamp).
+        if self.object_ids * 2 > self.inserts() && self.inserts() > 0 {
+            return Some(true);
+        }
+        (self.differing >= 20)
+            .then(|| (self.rising.max(self.falling) as f64) >= share * self.differing as f64)
+    }
+
+    /// Documents inserted with the field.
+    pub fn inserts(&self) -> u64 {
+        self.common.total
     }
 
     /// The most common value's share of the inserts that carried the field.
@@ -71,29 +79,31 @@ impl FieldValues {
         let hash = h.finish();
         self.distinct.add(hash);
         self.common.add(hash);
+        // Numbers as they are; dates and ObjectIds (by their timestamp) with a second
+        // of tolerance: app servers' clocks and processes inserting within one
+        // second interleave, and still all write at the front.
         let ordered = match e.kind {
-            0x01 => e.value.try_into().ok().map(|b| Ordered::Number(f64::from_le_bytes(b))),
-            0x10 | 0x12 => e.as_i64().map(|i| Ordered::Number(i as f64)),
-            0x09 => e.value.try_into().ok().map(|b| Ordered::Date(i64::from_le_bytes(b))),
-            0x07 => e.value.get(..12).map(|b| {
-                let mut x = [0u8; 16];
-                x[4..].copy_from_slice(b);
-                Ordered::ObjectId(u128::from_be_bytes(x))
-            }),
+            0x01 => e.value.try_into().ok().map(|b| (f64::from_le_bytes(b), 0.0)),
+            0x10 | 0x12 => e.as_i64().map(|i| (i as f64, 0.0)),
+            0x09 => e.value.try_into().ok().map(|b| (i64::from_le_bytes(b) as f64, 1000.0)),
+            0x07 => e
+                .value
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(|b| (f64::from(u32::from_be_bytes(b)), 1.0)),
             _ => None,
         };
-        if let (Some(prev), Some(now)) = (self.last, ordered) {
-            if std::mem::discriminant(&prev) == std::mem::discriminant(&now) {
-                match now.partial_cmp(&prev) {
-                    Some(std::cmp::Ordering::Greater) => self.rising += 1,
-                    Some(std::cmp::Ordering::Less) => self.falling += 1,
-                    _ => {}
-                }
+        self.object_ids += u64::from(e.kind == 0x07);
+        let Some((x, tolerance)) = ordered.filter(|(x, _)| x.is_finite()) else { return };
+        if let (Some(last), Some((back, front))) = (self.last, self.range) {
+            if x != last {
+                self.differing += 1;
+                self.rising += u64::from(x >= front - tolerance);
+                self.falling += u64::from(x <= back + tolerance);
             }
         }
-        if ordered.is_some() {
-            self.last = ordered;
-        }
+        self.last = Some(x);
+        self.range = Some(self.range.map_or((x, x), |(b, f)| (b.min(x), f.max(x))));
     }
 }
 
@@ -207,9 +217,13 @@ mod tests {
         assert_eq!(c.inserts, 200);
         let names: Vec<&str> = c.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["_id", "customerId", "status", "createdAt"], "arrays are no shard key");
-        assert!(c.field("_id").unwrap().monotonic(0.9));
-        assert!(c.field("createdAt").unwrap().monotonic(0.9));
-        assert!(!c.field("customerId").unwrap().monotonic(0.9));
+        assert_eq!(
+            c.field("_id").unwrap().monotonic(0.9),
+            Some(true),
+            "ObjectIds of one second are all at the front"
+        );
+        assert_eq!(c.field("createdAt").unwrap().monotonic(0.9), Some(true));
+        assert_eq!(c.field("customerId").unwrap().monotonic(0.9), Some(false));
         let status = c.field("status").unwrap();
         assert!(status.distinct.estimate() <= 4, "{}", status.distinct.estimate());
         assert!((status.most_common_share() - 0.335).abs() < 0.01, "{}", status.most_common_share());

@@ -10,7 +10,9 @@
 //! last chunk (a hot shard); its hashed form is offered instead. A field with few
 //! distinct values, or one value holding a large share of the documents, is not
 //! recommended at all: its chunks could not split (jumbo chunks). (Few values each
-//! repeated ten times or more: a small collection's unique ids are not that.)
+//! repeated ten times or more: a small collection's unique ids are not that; and a
+//! compound key splits past its first field.) Characteristics are judged on 20 or
+//! more inserted documents; with fewer, nothing is recommended.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -28,6 +30,9 @@ const MAX_FIELDS: usize = 4;
 const MAX_SHOWN: usize = 8;
 /// Collections shown, busiest first.
 const MAX_COLLECTIONS: usize = 20;
+/// Inserted documents carrying a key's first field before its characteristics are
+/// judged (fewer say nothing about cardinality, common values or monotonicity).
+const MIN_INSERTS: u64 = 20;
 
 /// One candidate key with its figures.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -63,10 +68,10 @@ pub struct CollectionKeys {
     pub command: Option<String>,
 }
 
-/// The key as the shell writes it: `{ customerId: 1, createdAt: 1 }`.
+/// The key as the shell writes it: `{customerId: 1, createdAt: 1}`, names quoted
+/// where they are not plain (`{"customer.id": 1}`).
 pub fn key_text(key: &[(String, Value)]) -> String {
-    let parts: Vec<String> = key.iter().map(|(f, d)| format!("{f}: {d}")).collect();
-    format!("{{ {} }}", parts.join(", "))
+    crate::detectors::indexes::spec::key_js(key.iter().map(|(f, d)| (f.as_str(), d.clone())))
 }
 
 /// The section.
@@ -120,10 +125,12 @@ fn collection(
     }
     push(vec![("_id".to_owned(), json!(1))]);
     // A monotonic single field is offered hashed beside its ranged form.
-    let monotonic = |f: &str| values.and_then(|v| v.field(f)).map(|v| v.monotonic(t.shard_monotonic_share));
+    let known = |f: &str| values.and_then(|v| v.field(f)).filter(|v| v.inserts() >= MIN_INSERTS);
     let hashed: Vec<Vec<(String, Value)>> = keys_tried
         .iter()
-        .filter(|k| k.len() == 1 && monotonic(&k[0].0) == Some(true))
+        .filter(|k| {
+            k.len() == 1 && known(&k[0].0).and_then(|v| v.monotonic(t.shard_monotonic_share)) == Some(true)
+        })
         .map(|k| vec![(k[0].0.clone(), json!("hashed"))])
         .collect();
     keys_tried.extend(hashed);
@@ -135,17 +142,24 @@ fn collection(
             let form = if key[0].1 == json!("hashed") { Form::Hashed } else { Form::Ranged };
             let names: Vec<String> = key.iter().map(|(f, _)| f.clone()).collect();
             let (reads, writes) = distribution(rows, &names, form);
-            let v = values.and_then(|v| v.field(&first));
+            // Judged only on enough inserted documents that carried the field.
+            let v = known(&first);
             let distinct = v.map(|v| v.distinct.estimate());
             // Few values, each repeated: a small collection's unique ids are not that.
-            let repeated = v.is_some_and(|v| v.common.total >= 10 * v.distinct.estimate());
+            let repeated = v.is_some_and(|v| v.inserts() >= 10 * v.distinct.estimate());
             let common = v.map(|v| (v.most_common_share() * 1000.0).round() / 1000.0);
-            let mono = v.map(|v| v.monotonic(t.shard_monotonic_share));
+            let mono = v.and_then(|v| v.monotonic(t.shard_monotonic_share));
+            // A compound key splits past its first field: its cardinality and common
+            // value do not cap it (a monotonic first field still sends inserts to one shard).
+            let single = key.len() == 1;
             let why = match (distinct, common, mono, form) {
-                (Some(d), _, _, _) if d < t.shard_min_distinct && repeated => Some(format!(
+                (None, _, _, _) => Some(format!(
+                    "key characteristics unknown: fewer than {MIN_INSERTS} documents carrying {first} were inserted through mongotap (cardinality and monotonicity are read from inserts)"
+                )),
+                (Some(d), _, _, _) if single && d < t.shard_min_distinct && repeated => Some(format!(
                     "low cardinality: {d} distinct values of {first} cap the collection at {d} chunks, which cannot split (jumbo chunks)"
                 )),
-                (_, Some(c), _, _) if c > t.shard_max_common_share => Some(format!(
+                (_, Some(c), _, _) if single && c > t.shard_max_common_share => Some(format!(
                     "one value of {first} holds {:.0}% of the documents: its chunk cannot split (a jumbo chunk on one shard)",
                     c * 100.0
                 )),
@@ -196,6 +210,12 @@ fn collection(
                 others = warnings(&candidates),
             ),
             Some(format!("sh.shardCollection({}, {})", json!(ns), key_text(&best.key))),
+        ),
+        Some(_) if candidates.iter().all(|c| c.distinct_values.is_none()) => (
+            format!(
+                "Too few documents were inserted into {ns} through mongotap ({MIN_INSERTS} are needed per field) to judge any candidate's cardinality or monotonicity: the table says where reads and writes would go; capture the inserts too before choosing."
+            ),
+            None,
         ),
         Some(best) if !best.recommended => (
             format!("No candidate key suits {ns}.{others}", others = warnings(&candidates)),
@@ -291,8 +311,9 @@ mod tests {
         assert_eq!((best.distinct_values, best.monotonic), (Some(120), Some(false)));
         assert_eq!(
             orders.command.as_deref(),
-            Some("sh.shardCollection(\"shop.orders\", { customerId: 1, createdAt: 1 })")
+            Some("sh.shardCollection(\"shop.orders\", {customerId: 1, createdAt: 1})")
         );
+        assert_eq!(super::key_text(&[("customer.id".to_owned(), json!(1))]), r#"{"customer.id": 1}"#);
         let by = |k: &str, form: serde_json::Value| {
             orders
                 .candidates

@@ -148,11 +148,14 @@ impl Detector for ComputedCandidate {
             };
             let per = c.key.as_ref().map_or(String::new(), |k| format!(" per {k}"));
             let recommendation = format!(
-                "An aggregation on {ns} {what}{per} on every read: {runs} runs, {writes} write(s) to its input{s} ({inputs}) in the same window, so {per_write:.0} runs per write recompute an answer that rarely changes ({time_ms:.1} ms of server time here). Store the result and update it on write (the computed pattern): a field kept with $inc by the writes, or a summary collection refreshed with $merge after writes or on a schedule; then read it with one targeted query.",
+                "An aggregation on {ns} {what}{per} on every read: {runs} runs, {changes} ({time_ms:.1} ms of server time here). Store the result and update it on write (the computed pattern): a field kept with $inc by the writes, or a summary collection refreshed with $merge after writes or on a schedule; then read it with one targeted query.",
                 ns = row.namespace,
                 runs = row.count,
-                s = if inputs.len() > 1 { "s" } else { "" },
-                inputs = inputs.join(", "),
+                changes = if writes == 0 {
+                    format!("and no write to its input{s} ({inputs}) passed mongotap in the same window: if nothing writes them around it, the answer never changed", s = if inputs.len() > 1 { "s" } else { "" }, inputs = inputs.join(", "))
+                } else {
+                    format!("{writes} write(s) to its input{s} ({inputs}) in the same window, so {per_write:.0} runs per write recompute an answer that rarely changes", s = if inputs.len() > 1 { "s" } else { "" }, inputs = inputs.join(", "))
+                },
             );
             let fix = match (c.how.as_str(), &c.key) {
                 ("$group", Some(key)) => format!(
@@ -166,8 +169,12 @@ impl Detector for ComputedCandidate {
                     "// refresh a summary collection after writes (or on a schedule) and read it instead:\ndb.{coll}.aggregate([ /* the same pipeline */ {{ $merge: {{ into: \"{coll}_summary\", whenMatched: \"replace\" }} }} ])\ndb.{coll}_summary.find()"
                 ),
             };
-            let severity =
-                if per_write >= t.computed_high_runs_per_write { Severity::Medium } else { Severity::Low };
+            // With no write seen, the inputs may be written around mongotap: low at most.
+            let severity = if writes > 0 && per_write >= t.computed_high_runs_per_write {
+                Severity::Medium
+            } else {
+                Severity::Low
+            };
             let apps: Vec<&String> = row.apps.keys().collect();
             out.push(
                 Draft {

@@ -104,13 +104,16 @@ impl Detector for AttributeCandidate {
             shapes.sort_unstable();
             shapes.dedup();
             shapes.truncate(MAX_SHAPES);
-            // Indexes led by one of the parent's fields: the pattern's one index replaces them.
+            // Indexes on the attributes found and nothing else: the pattern's one index
+            // replaces them. Unique, TTL and partial indexes do more than serve a query.
+            let attribute_paths: Vec<String> = names.iter().map(|n| format!("{parent}.{n}")).collect();
             let replaced: Vec<String> = catalog
                 .as_ref()
                 .and_then(|c| c.get(ns))
                 .into_iter()
                 .flat_map(|known| &known.indexes)
-                .filter(|ix| ix.key.first().is_some_and(|(k, _)| k.starts_with(&format!("{parent}."))))
+                .filter(|ix| !ix.unique && !ix.ttl && ix.partial.is_none())
+                .filter(|ix| ix.key.iter().all(|(k, _)| attribute_paths.contains(k)))
                 .map(|ix| ix.key_js())
                 .collect();
             let c = collection(ns);

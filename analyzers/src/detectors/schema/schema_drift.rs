@@ -17,11 +17,24 @@ use serde_json::json;
 use crate::detectors::{collection, Context, Detector};
 use crate::finding::{Draft, Finding, Severity};
 use crate::namespace::is_system;
-use crate::schema::validator::{families, family};
+use crate::schema::validator::{families, family, RARE};
 use crate::schema::{Collection, Field};
 
 /// The detector: it keeps nothing; the schemas hold what it needs.
 pub struct SchemaDrift;
+
+/// Rarer values only seen in documents read back need this many times
+/// `drift_min_values`: one old document read again and again counts each time.
+const READ_FACTOR: u64 = 3;
+
+/// Whether `path` is the value of an attribute-pattern pair (`specs.v` beside
+/// `specs.k` in an array): its types vary by attribute on purpose.
+fn pair_value(c: &Collection, path: &str) -> bool {
+    path.strip_suffix(".v").is_some_and(|parent| {
+        c.field(&format!("{parent}.k")).is_some()
+            && c.field(parent).is_some_and(|p| p.types.iter().any(|t| t.kind == 0x04))
+    })
+}
 
 /// The aggregation operator that converts a value to a family's type.
 fn converter(target: &str, majority_kind: u8) -> Option<&'static str> {
@@ -74,11 +87,21 @@ impl Detector for SchemaDrift {
             {
                 let fams = families(f);
                 let rare: u64 = fams.iter().skip(1).map(|(_, n)| n).sum();
-                if fams.len() < 2 || rare < t.drift_min_values {
+                let total: u64 = fams.iter().map(|(_, n)| n).sum();
+                // Written values count once; values only read back may be one document
+                // read again and again, so they need more.
+                let rare_written: u64 = f
+                    .types
+                    .iter()
+                    .filter(|t| family(t.kind).is_some_and(|n| n != fams[0].0))
+                    .map(|t| t.written)
+                    .sum();
+                let enough = rare_written >= t.drift_min_values
+                    || (rare_written == 0 && rare >= t.drift_min_values.saturating_mul(READ_FACTOR));
+                if fams.len() < 2 || !enough || rare as f64 > RARE * total as f64 || pair_value(c, &f.path) {
                     continue;
                 }
                 let (main, main_n) = fams[0];
-                let total: u64 = fams.iter().map(|(_, n)| n).sum();
                 let written_rare: Vec<(&str, Vec<String>)> =
                     fams.iter().skip(1).map(|(name, _)| (*name, writers(c, f, name))).collect();
                 let rare_written = written_rare.iter().any(|(_, w)| !w.is_empty());
