@@ -245,6 +245,16 @@ pub(crate) fn collection(namespace: &str) -> &str {
 }
 
 /// Milliseconds from microseconds, to 3 decimals.
+/// App and driver names kept per item of a detector: enough to say who, bounded.
+pub(crate) const MAX_NAMES: usize = 8;
+
+/// Adds `name` to a bounded set of names (the first [`MAX_NAMES`] distinct ones).
+pub(crate) fn keep_name(names: &mut std::collections::BTreeSet<String>, name: &str) {
+    if names.len() < MAX_NAMES && !names.contains(name) {
+        names.insert(name.to_owned());
+    }
+}
+
 pub(crate) fn ms(us: f64) -> f64 {
     us.round() / 1000.0
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{collection, Context, Detector};
 use crate::finding::Finding;
 use crate::finding::{Draft, Severity};
@@ -26,9 +27,6 @@ use crate::operation::NO_APP;
 use crate::shape::command::Category;
 use crate::values::At;
 use crate::view::{OpView, ShapeId};
-
-/// Apps and shapes named per finding.
-const MAX_NAMES: usize = 8;
 
 /// A pattern's class: what decides whether an index on its field can be sought.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,9 +253,7 @@ impl Detector for InefficientRegex {
                 s.shapes.insert(shape);
             }
             let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-            if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-                s.apps.insert(app.to_owned());
-            }
+            crate::detectors::keep_name(&mut s.apps, app);
         }
     }
 

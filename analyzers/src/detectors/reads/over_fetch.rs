@@ -29,8 +29,6 @@ const LOOK_FIRST: u64 = 64;
 const LOOK_EVERY: u64 = 64;
 /// Documents looked at per read.
 const LOOK_PER_READ: usize = 16;
-/// Apps named per finding.
-const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Stat {
@@ -108,9 +106,7 @@ impl Detector for OverFetch {
             return;
         }
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-            s.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut s.apps, app);
         for d in element::elements(batch).filter_map(|d| d.as_document()).take(LOOK_PER_READ) {
             s.looked += 1;
             let size = d.as_bytes().len() as u64;

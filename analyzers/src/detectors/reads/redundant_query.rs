@@ -50,9 +50,6 @@ fn decides_answer(key: &[u8]) -> bool {
     )
 }
 
-/// Apps and drivers named per finding.
-const MAX_NAMES: usize = 8;
-
 #[derive(Default)]
 struct Window {
     /// (value hash, when, latency in µs).
@@ -170,13 +167,9 @@ impl RedundantQuery {
             s.distinct.push(distinct);
         }
         let app = conn.app_name.as_deref().unwrap_or(NO_APP);
-        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-            s.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut s.apps, app);
         if let Some(d) = &conn.driver {
-            if s.drivers.len() < MAX_NAMES && !s.drivers.contains(d) {
-                s.drivers.insert(d.clone());
-            }
+            crate::detectors::keep_name(&mut s.drivers, d);
         }
     }
 }

@@ -20,6 +20,7 @@ use serde_json::json;
 use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::Stack;
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
@@ -33,8 +34,6 @@ use crate::view::{OpView, ShapeId};
 
 /// 16 MiB: the document size limit.
 const LIMIT: f64 = 16.0 * 1024.0 * 1024.0;
-/// Apps, drivers and shapes named per finding.
-const MAX_NAMES: usize = 8;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct DocGrowth {
@@ -216,13 +215,9 @@ impl ArrayGrowth {
             }
         }
         let app = conn.app_name.as_deref().unwrap_or(NO_APP);
-        if g.apps.len() < MAX_NAMES && !g.apps.contains(app) {
-            g.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut g.apps, app);
         if let Some(d) = &conn.driver {
-            if g.drivers.len() < MAX_NAMES && !g.drivers.contains(d) {
-                g.drivers.insert(d.clone());
-            }
+            crate::detectors::keep_name(&mut g.drivers, d);
         }
         let Some(id) = id else {
             g.untargeted += 1;

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use mongotap_wire::element::{self, Element};
 
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{collection, Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
@@ -31,8 +32,6 @@ const MAX_FIELDS: usize = 10;
 const MAX_DISTINCT: usize = 4_096;
 /// Candidate source fields per collection.
 const MAX_CANDIDATES: usize = 8;
-/// Apps named per finding.
-const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Candidate {
@@ -139,9 +138,7 @@ impl Detector for Bucket {
             }
         }
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-        if stream.apps.len() < MAX_NAMES && !stream.apps.contains(app) {
-            stream.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut stream.apps, app);
         for (_, d) in docs {
             let fields: Vec<Element<'_>> = element::elements(d).take(MAX_FIELDS + 1).collect();
             if fields.len() > MAX_FIELDS {

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{Context, Detector};
 use crate::event::Micros;
 use crate::finding::Finding;
@@ -24,8 +25,6 @@ use crate::view::{OpView, ShapeId};
 
 /// Size buckets: powers of two up to 64 MiB.
 const BUCKETS: usize = 27;
-/// Apps named per collection.
-const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Sizes {
@@ -145,9 +144,7 @@ impl Sizes {
         self.last_at = at;
         if size >= threshold {
             self.over += 1;
-            if self.apps.len() < MAX_NAMES && !self.apps.contains(app) {
-                self.apps.insert(app.to_owned());
-            }
+            crate::detectors::keep_name(&mut self.apps, app);
         }
         if size > self.max {
             self.max = size;

@@ -27,8 +27,6 @@ use crate::view::{OpView, ShapeId};
 
 /// `$set` fields of a fan-out, at most.
 const MAX_FIELDS: usize = 3;
-/// Apps named per finding.
-const MAX_NAMES: usize = 8;
 
 #[derive(Default)]
 struct Stat {
@@ -115,9 +113,7 @@ impl Detector for FanOut {
         s.last_at = op.started_at;
         s.latency_us += op.latency_us.unwrap_or(0);
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-            s.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut s.apps, app);
     }
 
     fn evictions(&self) -> Vec<(&'static str, u64)> {

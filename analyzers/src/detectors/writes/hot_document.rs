@@ -23,6 +23,7 @@ use serde_json::json;
 
 use mongotap_wire::element;
 
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{collection, Context, Detector};
 use crate::event::{ConnId, Micros};
 use crate::finding::Finding;
@@ -37,8 +38,6 @@ use crate::view::{OpView, ShapeId};
 const TOP: usize = 16;
 /// Connections remembered per document (enough to tell one writer from many).
 const MAX_CONNS: usize = 8;
-/// Apps and shapes named per finding.
-const MAX_NAMES: usize = 8;
 /// `WriteConflict`: two writers changed one document at once.
 const WRITE_CONFLICT: i32 = 112;
 
@@ -176,9 +175,7 @@ impl Detector for HotDocument {
                 }
             }
             let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-            if c.apps.len() < MAX_NAMES && !c.apps.contains(app) {
-                c.apps.insert(app.to_owned());
-            }
+            crate::detectors::keep_name(&mut c.apps, app);
         }
     }
 

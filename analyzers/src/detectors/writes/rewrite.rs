@@ -41,8 +41,6 @@ const MAX_SAMPLES: usize = 256;
 const MAX_DOCS: usize = 10_000;
 /// Fields named in a changed-fields histogram.
 const MAX_FIELDS: usize = 32;
-/// Apps and drivers named per finding.
-const MAX_NAMES: usize = 8;
 
 /// One remembered field.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -297,13 +295,9 @@ impl Rewrite {
             }
         }
         let app = conn.app_name.as_deref().unwrap_or(NO_APP);
-        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-            s.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut s.apps, app);
         if let Some(dr) = &conn.driver {
-            if s.drivers.len() < MAX_NAMES && !s.drivers.contains(dr) {
-                s.drivers.insert(dr.clone());
-            }
+            crate::detectors::keep_name(&mut s.drivers, dr);
         }
     }
 }

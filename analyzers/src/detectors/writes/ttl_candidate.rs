@@ -26,8 +26,6 @@ use crate::operation::NO_APP;
 use crate::shape::command::Category;
 use crate::view::{OpView, ShapeId};
 
-/// Apps named per finding.
-const MAX_NAMES: usize = 8;
 /// Other fields of a purge's filter (equalities), at most.
 const MAX_OTHER_FIELDS: usize = 3;
 /// Ages kept per shape (the first ones: enough to judge a schedule).
@@ -145,9 +143,7 @@ impl Detector for TtlCandidate {
             s.ages.push(((op.started_at / 1_000) as i64 - limit_ms + 500).div_euclid(1_000));
         }
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
-        if s.apps.len() < MAX_NAMES && !s.apps.contains(app) {
-            s.apps.insert(app.to_owned());
-        }
+        crate::detectors::keep_name(&mut s.apps, app);
     }
 
     fn evictions(&self) -> Vec<(&'static str, u64)> {

@@ -34,6 +34,7 @@ use mongotap_wire::element::{self, Element};
 
 use crate::detectors::driver::Stack;
 use crate::detectors::snippets::{self, Batch};
+use crate::detectors::MAX_NAMES;
 use crate::detectors::{collection, median, ms, Context, Detector, Thresholds};
 use crate::event::Micros;
 use crate::finding::Finding;
@@ -65,8 +66,6 @@ const MAX_DISTINCT: usize = 4_096;
 const MAX_UNEXPLAINED: usize = 64;
 /// Per-occurrence N values kept per pattern for the typical N.
 const MAX_SAMPLES: usize = 256;
-/// Apps and drivers named per pattern; linked paths remembered per parent shape.
-const MAX_NAMES: usize = 8;
 /// Every multi-document read of a shape has its values indexed until this many
 /// were; after that, if none of them showed an N+1, one in [`SAMPLE_EVERY`] is.
 /// Indexing a parent reads every value it returned (most of this detector's cost);

@@ -79,13 +79,9 @@ pub(super) fn merge(p: &mut Pattern, c: &Contribution, conn: &ConnInfo) {
     p.first_at = p.first_at.min(c.at);
     p.last_at = p.last_at.max(c.at);
     let app = conn.app_name.as_deref().unwrap_or(NO_APP);
-    if p.apps.len() < MAX_NAMES && !p.apps.contains(app) {
-        p.apps.insert(app.to_owned());
-    }
+    crate::detectors::keep_name(&mut p.apps, app);
     if let Some(d) = &conn.driver {
-        if p.drivers.len() < MAX_NAMES && !p.drivers.contains(d) {
-            p.drivers.insert(d.clone());
-        }
+        crate::detectors::keep_name(&mut p.drivers, d);
     }
 }
 
