@@ -473,19 +473,13 @@ fn shard_keys(s: &mut String, r: &Report) {
             "| # | Key | Reads to one shard | Reads to every shard | Writes to one shard | Distinct values | Monotonic | |\n|---:|---|---:|---:|---:|---:|---|---|"
         );
         for k in &c.candidates {
+            let [key, one, every, writes, distinct, monotonic, verdict] = k.cells();
             let _ = writeln!(
                 s,
-                "| {} | `{}` | {:.0}% | {:.0}% | {:.0}% | {} | {} | {} |",
+                "| {} | `{}` | {one} | {every} | {writes} | {distinct} | {monotonic} | {} |",
                 k.rank,
-                cell(&crate::sharding::section::key_text(&k.key)),
-                k.reads.single_shard * 100.0,
-                k.reads.scatter_gather * 100.0,
-                k.writes.single_shard * 100.0,
-                k.distinct_values.map_or("-".to_owned(), |d| d.to_string()),
-                k.monotonic.map_or("-", |m| if m { "yes" } else { "no" }),
-                k.not_recommended
-                    .as_deref()
-                    .map_or("recommended".to_owned(), |w| format!("not recommended: {}", cell(w))),
+                cell(&key),
+                cell(&verdict)
             );
         }
         let _ = writeln!(s);

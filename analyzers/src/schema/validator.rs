@@ -194,7 +194,7 @@ pub fn infer(c: &Collection, min_written: u64, version_min_documents: u64) -> Op
                             !f.path.contains('.')
                                 && f.path != "_id"
                                 && f.present < c.epoch_documents
-                                && c.versions.share(v, *i) >= 1.0
+                                && v.share(*i) >= 1.0
                         })
                         .map(|(_, f)| f.path.as_str()),
                 )

@@ -45,6 +45,13 @@ pub struct Version {
     pub(super) present: Vec<u64>,
 }
 
+impl Version {
+    /// The share of this version's documents that carry field `field`.
+    pub fn share(&self, field: usize) -> f64 {
+        self.present.get(field).copied().unwrap_or(0) as f64 / self.documents.max(1) as f64
+    }
+}
+
 /// What a collection's documents say about a version field.
 #[derive(Debug, Clone, Default)]
 pub struct Versions {
@@ -103,23 +110,17 @@ impl Versions {
         let fields = enough.iter().map(|v| v.present.len()).max().unwrap_or(0);
         enough.iter().any(|a| {
             enough.iter().any(|b| {
-                a.value != b.value
-                    && (0..fields).any(|f| self.share(a, f) >= PRESENT && self.share(b, f) <= ABSENT)
+                a.value != b.value && (0..fields).any(|f| a.share(f) >= PRESENT && b.share(f) <= ABSENT)
             })
         })
-    }
-
-    /// The share of version `v`'s documents that carry field `field`.
-    pub fn share(&self, v: &Version, field: usize) -> f64 {
-        v.present.get(field).copied().unwrap_or(0) as f64 / v.documents.max(1) as f64
     }
 
     /// The fields (indexes) version `v`'s documents carry and another version's do not.
     pub fn own_fields(&self, v: &Version) -> Vec<usize> {
         (0..v.present.len())
             .filter(|i| {
-                self.share(v, *i) >= PRESENT
-                    && self.values.iter().any(|o| o.value != v.value && self.share(o, *i) <= ABSENT)
+                v.share(*i) >= PRESENT
+                    && self.values.iter().any(|o| o.value != v.value && o.share(*i) <= ABSENT)
             })
             .collect()
     }

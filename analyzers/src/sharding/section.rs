@@ -55,6 +55,25 @@ pub struct Candidate {
     pub not_recommended: Option<String>,
 }
 
+impl Candidate {
+    /// The table row both reports print: key, reads to one shard, reads to every
+    /// shard, writes to one shard, distinct values, monotonic, verdict.
+    pub fn cells(&self) -> [String; 7] {
+        let pct = |x: f64| format!("{:.0}%", x * 100.0);
+        [
+            key_text(&self.key),
+            pct(self.reads.single_shard),
+            pct(self.reads.scatter_gather),
+            pct(self.writes.single_shard),
+            self.distinct_values.map_or("-".to_owned(), |d| d.to_string()),
+            self.monotonic.map_or("-", |m| if m { "yes" } else { "no" }).to_owned(),
+            self.not_recommended
+                .as_deref()
+                .map_or("recommended".to_owned(), |w| format!("not recommended: {w}")),
+        ]
+    }
+}
+
 /// One collection's candidates.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CollectionKeys {
