@@ -190,9 +190,11 @@ def score_workload(scenario, report, db):
     - an expected relationship {"parent", "child", "verdict"} (or "verdict_not": [...], for the controls) is a TP
       when reported with that verdict, an FN when missing (unless "absent": true, which asks that it is not
       reported), an FP when reported with a verdict it must not have;
-    - an expected schema {"namespace", "version_field", "required"}: a version field named is a TP when the
-      schemas section names it (null: an FP when it names any), and the inferred validator's `required` must
-      hold every field listed (TP, else FN).
+    - an expected schema {"namespace", "version_field", "required", "not_required"}: a version field named is
+      a TP when the schemas section names it (null: an FP when it names any); the inferred validator's
+      `required` must hold every field of "required" (TP, else FN) and none of "not_required" (else FP);
+    - an expected shard_keys item: "first" (the rank-1 key's first field), "monotonic" / "not_recommended"
+      (ranged candidates so marked: TP, else FN), "not_monotonic" (marked monotonic: FP), "scatter_gather".
     """
     tp, fp, fn = [], [], []
     ops = report.get("operations") or []
@@ -225,10 +227,12 @@ def score_workload(scenario, report, db):
             (tp if version == want["version_field"] else fn).append({**item, "reported": version})
         elif "version_field" in want and version is not None:
             fp.append({"kind": "schema_version", "namespace": want["namespace"], "field": version})
+        required = ((seen.get("validator") or {}).get("$jsonSchema") or {}).get("required") or []
         if "required" in want:
             item = {"kind": "validator", "namespace": want["namespace"], "field": ", ".join(want["required"])}
-            required = ((seen.get("validator") or {}).get("$jsonSchema") or {}).get("required") or []
             (tp if set(want["required"]) <= set(required) else fn).append({**item, "reported": required})
+        for field in set(want.get("not_required", [])) & set(required):
+            fp.append({"kind": "validator", "namespace": want["namespace"], "field": field, "reported": required})
     sections = {c["namespace"]: c for c in report.get("shard_keys") or []}
     for want in substitute(scenario.get("shard_keys", []), {"db": db}):
         seen = sections.get(want["namespace"]) or {}
@@ -244,6 +248,9 @@ def score_workload(scenario, report, db):
             ranged = [c for c in candidates if first_field(c) == field and c["key"][0][1] == 1]
             ok = any(c["monotonic"] and not c["recommended"] for c in ranged)
             (tp if ok else fn).append({"kind": "shard_key_monotonic", "namespace": want["namespace"], "field": field})
+        for field in want.get("not_monotonic", []):
+            if any(first_field(c) == field and c["monotonic"] for c in candidates):
+                fp.append({"kind": "shard_key_monotonic", "namespace": want["namespace"], "field": field})
         for field in want.get("not_recommended", []):
             ok = any(first_field(c) == field and not c["recommended"] for c in candidates) and not any(
                 first_field(c) == field and c["recommended"] for c in candidates)
