@@ -9,20 +9,33 @@ use crate::finding::Finding;
 use crate::namespace::Epochs;
 use crate::operation::Operation;
 use crate::schema::Schemas;
+use crate::shape::command::StatementShape;
 use crate::sharding::ShardKeys;
 use crate::table::{AccessTable, TableLimits};
-use crate::view::{OpView, ShapeId};
+use crate::view::{statements_of, OpView, ShapeId};
 use crate::workload::Workload;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
     correlator: Correlator,
-    table: AccessTable,
-    detectors: Detectors,
+    seen: Seen,
+    analyzers: Analyzers,
+}
+
+/// The events fed so far, and their time span.
+#[derive(Default)]
+struct Seen {
     events: u64,
-    operations: u64,
     first_at: Option<Micros>,
     last_at: Micros,
+}
+
+/// Everything after the correlator: what each completed operation goes to.
+struct Analyzers {
+    table: AccessTable,
+    detectors: Detectors,
+    operations: u64,
     /// The shape of the last operation completed (see [`Pipeline::last_shape`]).
     last_shape: Option<ShapeId>,
     /// Each namespace's epoch: drops and renames end what detectors remember.
@@ -32,6 +45,156 @@ pub struct Pipeline {
     shard_keys: ShardKeys,
     /// The application's operations and relationships.
     workload: Workload,
+}
+
+/// What the correlator's side hands the analyzers, in the order it happened.
+// Nearly every step is an operation: boxing it would only add an allocation each.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// Events were dropped somewhere.
+    Gap { at: Micros, dropped: u64 },
+    /// An operation completed, with its statement shapes when they were found on
+    /// the correlator's side.
+    Operation(Operation, Option<Vec<StatementShape>>),
+    /// Time to close what has timed out, as of this time.
+    Expire(Micros),
+}
+
+/// Operations handed from one thread to the other at a time (see [`Pipeline::split`]).
+const BATCH: usize = 256;
+
+/// Batches in flight between the threads: bounded memory.
+const BATCHES: usize = 16;
+
+impl Seen {
+    /// Counts `ev`, then has the correlator turn it into steps.
+    fn feed(&mut self, correlator: &mut Correlator, ev: TapEvent, out: &mut dyn FnMut(Step)) {
+        self.events += 1;
+        let at = ev.at();
+        self.first_at.get_or_insert(at);
+        self.last_at = self.last_at.max(at);
+        if let TapEvent::Gap { dropped, .. } = ev {
+            out(Step::Gap { at, dropped });
+        }
+        correlator.on_event(ev, &mut |op| out(Step::Operation(op, None)));
+    }
+
+    fn expire(&mut self, correlator: &mut Correlator, now: Micros, out: &mut dyn FnMut(Step)) {
+        correlator.expire(now);
+        out(Step::Expire(self.last_at));
+    }
+}
+
+impl Analyzers {
+    fn apply(&mut self, step: &mut Step) {
+        match step {
+            Step::Gap { at, dropped } => {
+                // Events were dropped somewhere: what detectors follow across events
+                // (a parent and its children, a run of reads) may have a hole, and the
+                // rows seen since the last gap are likely short of some operations.
+                self.detectors.on_gap(*at);
+                self.workload.on_gap();
+                self.table.charge_loss(*dropped);
+            }
+            Step::Operation(op, statements) => self.on_operation(op, statements.take()),
+            Step::Expire(last_at) => {
+                let last_at = *last_at;
+                self.table.expire(last_at);
+                self.detectors.expire(last_at);
+                self.workload.expire(last_at);
+            }
+        }
+    }
+
+    fn on_operation(&mut self, op: &Operation, statements: Option<Vec<StatementShape>>) {
+        self.operations += 1;
+        // Decoded once; the table fills in the shape ids the detectors read.
+        let mut view = OpView::shaped(op, statements);
+        view.epoch = self.epochs.of(&op.namespace);
+        self.table.record(&mut view);
+        self.schemas.observe(&view);
+        self.shard_keys.observe(&view);
+        self.detectors.on_operation(&view);
+        self.workload.observe(&view);
+        if let Some(change) = &view.change {
+            self.epochs.apply(change);
+        }
+        self.last_shape = view.read_shape();
+    }
+}
+
+/// Takes tap events: a [`Pipeline`] itself, or the correlator's side of one split
+/// over two threads ([`Front`]).
+pub trait Feed {
+    /// Feeds one event.
+    fn feed(&mut self, ev: TapEvent);
+    /// As [`Pipeline::expire`].
+    fn expire(&mut self, now: Micros);
+}
+
+impl Feed for Pipeline {
+    fn feed(&mut self, ev: TapEvent) {
+        Pipeline::feed(self, ev)
+    }
+    fn expire(&mut self, now: Micros) {
+        Pipeline::expire(self, now)
+    }
+}
+
+/// The correlator's side of a pipeline split over two threads (see
+/// [`Pipeline::split`]): it reads, decodes, decompresses, pairs and shapes, and
+/// hands the operations over in batches. The batches come back once analysed, to
+/// be freed on the thread that allocated them (a free from another thread costs
+/// the allocator several times more).
+pub struct Front<'p> {
+    correlator: &'p mut Correlator,
+    seen: &'p mut Seen,
+    batch: Vec<Step>,
+    to_analyzers: SyncSender<Vec<Step>>,
+    analysed: Receiver<Vec<Step>>,
+}
+
+impl Front<'_> {
+    fn flush_when_full(&mut self) {
+        if self.batch.len() >= BATCH {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut next = match self.analysed.try_recv() {
+            Ok(mut done) => {
+                done.clear();
+                done
+            }
+            Err(_) => Vec::with_capacity(BATCH),
+        };
+        std::mem::swap(&mut self.batch, &mut next);
+        // The analyzers' side ends only by a panic, which the scope passes on.
+        let _ = self.to_analyzers.send(next);
+    }
+}
+
+impl Feed for Front<'_> {
+    fn feed(&mut self, ev: TapEvent) {
+        let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
+        seen.feed(correlator, ev, &mut |step| {
+            batch.push(match step {
+                Step::Operation(op, _) => {
+                    let statements = statements_of(&op);
+                    Step::Operation(op, Some(statements))
+                }
+                other => other,
+            })
+        });
+        self.flush_when_full();
+    }
+
+    fn expire(&mut self, now: Micros) {
+        let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
+        seen.expire(correlator, now, &mut |step| batch.push(step));
+        self.flush_when_full();
+    }
 }
 
 impl Pipeline {
@@ -44,117 +207,108 @@ impl Pipeline {
     pub fn with_detectors(limits: Limits, table: TableLimits, detectors: Detectors) -> Pipeline {
         Pipeline {
             correlator: Correlator::new(limits),
-            table: AccessTable::new(table),
-            events: 0,
-            operations: 0,
-            first_at: None,
-            last_at: 0,
-            last_shape: None,
-            epochs: Epochs::default(),
-            schemas: Schemas::default(),
-            shard_keys: ShardKeys::default(),
-            workload: Workload::new(detectors.thresholds()),
-            detectors,
+            seen: Seen::default(),
+            analyzers: Analyzers {
+                table: AccessTable::new(table),
+                operations: 0,
+                last_shape: None,
+                epochs: Epochs::default(),
+                schemas: Schemas::default(),
+                shard_keys: ShardKeys::default(),
+                workload: Workload::new(detectors.thresholds()),
+                detectors,
+            },
         }
     }
 
     /// Feeds one event.
     pub fn feed(&mut self, ev: TapEvent) {
-        self.events += 1;
-        let at = ev.at();
-        self.first_at.get_or_insert(at);
-        self.last_at = self.last_at.max(at);
-        if let TapEvent::Gap { dropped, .. } = ev {
-            // Events were dropped somewhere: what detectors follow across events
-            // (a parent and its children, a run of reads) may have a hole, and the
-            // rows seen since the last gap are likely short of some operations.
-            self.detectors.on_gap(at);
-            self.workload.on_gap();
-            self.table.charge_loss(dropped);
-        }
-        let (ops, last_shape, epochs) = (&mut self.operations, &mut self.last_shape, &mut self.epochs);
-        let (table, detectors, schemas, workload, shard_keys) = (
-            &mut self.table,
-            &mut self.detectors,
-            &mut self.schemas,
-            &mut self.workload,
-            &mut self.shard_keys,
-        );
-        self.correlator.on_event(ev, &mut |op: Operation| {
-            *ops += 1;
-            // Decoded once; the table fills in the shape ids the detectors read.
-            let mut view = OpView::new(&op);
-            view.epoch = epochs.of(&op.namespace);
-            table.record(&mut view);
-            schemas.observe(&view);
-            shard_keys.observe(&view);
-            detectors.on_operation(&view);
-            workload.observe(&view);
-            if let Some(change) = &view.change {
-                epochs.apply(change);
+        let analyzers = &mut self.analyzers;
+        self.seen.feed(&mut self.correlator, ev, &mut |mut step| analyzers.apply(&mut step));
+    }
+
+    /// Runs `produce` on a thread of its own, feeding this pipeline's correlator
+    /// there (the reading, decoding, decompressing and pairing), while this thread
+    /// runs the analyzers on the operations it completes, in the order it completes
+    /// them: the same state as feeding the pipeline itself, on two cores.
+    pub fn split<R: Send>(&mut self, produce: impl FnOnce(&mut Front<'_>) -> R + Send) -> R {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Step>>(BATCHES);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Step>>();
+        let Pipeline { correlator, seen, analyzers } = self;
+        std::thread::scope(|scope| {
+            let front = scope.spawn(move || {
+                let batch = Vec::with_capacity(BATCH);
+                let mut front = Front { correlator, seen, batch, to_analyzers: tx, analysed: done_rx };
+                let r = produce(&mut front);
+                front.flush();
+                r
+            });
+            for mut batch in rx {
+                batch.iter_mut().for_each(|step| analyzers.apply(step));
+                // Back to be freed there; once the front is done, freed here.
+                let _ = done_tx.send(batch);
             }
-            *last_shape = view.read_shape();
-        });
+            front.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
     }
 
     /// Forgets what has waited too long (see [`Correlator::expire`]) and lets the
     /// detectors close what has timed out. The detectors go by the events' own time,
     /// so an analysis that lags behind the traffic does not cut their windows short.
     pub fn expire(&mut self, now: Micros) {
-        self.correlator.expire(now);
-        self.table.expire(self.last_at);
-        self.detectors.expire(self.last_at);
-        self.workload.expire(self.last_at);
+        let analyzers = &mut self.analyzers;
+        self.seen.expire(&mut self.correlator, now, &mut |mut step| analyzers.apply(&mut step));
     }
 
     /// The table's shape of the last operation completed (for a getMore, its
     /// cursor's): where an offline input files what it knows of that operation's
     /// plan.
     pub fn last_shape(&self) -> Option<ShapeId> {
-        self.last_shape
+        self.analyzers.last_shape
     }
 
     /// The detectors.
     pub fn detectors(&self) -> &Detectors {
-        &self.detectors
+        &self.analyzers.detectors
     }
 
     /// What the detectors found so far, with the relationships' findings and the
     /// relationship verdicts named in the N+1 and `$lookup` findings on their links.
     pub fn findings(&self) -> Vec<Finding> {
-        let mut findings = self.detectors.findings(&self.table, &self.schemas);
-        self.workload.reconcile(&self.table, &mut findings);
+        let a = &self.analyzers;
+        let mut findings = a.detectors.findings(&a.table, &a.schemas);
+        a.workload.reconcile(&a.table, &mut findings);
         findings
     }
 
     /// The application's operations and relationships.
     pub fn workload(&self) -> &Workload {
-        &self.workload
+        &self.analyzers.workload
     }
 
     /// What each collection's documents look like.
     pub fn schemas(&self) -> &Schemas {
-        &self.schemas
+        &self.analyzers.schemas
     }
 
     /// What the inserts showed of each collection's candidate shard-key values.
     pub fn shard_keys(&self) -> &ShardKeys {
-        &self.shard_keys
+        &self.analyzers.shard_keys
     }
 
     /// Events fed so far.
     pub fn events(&self) -> u64 {
-        self.events
+        self.seen.events
     }
 
     /// Operations completed so far.
     pub fn operations(&self) -> u64 {
-        self.operations
+        self.analyzers.operations
     }
 
     /// The access-pattern table.
     pub fn table(&self) -> &AccessTable {
-        &self.table
+        &self.analyzers.table
     }
 
     /// Connections whose state the correlator holds now.
@@ -169,12 +323,90 @@ impl Pipeline {
 
     /// The time span of the events seen: first and last timestamps.
     pub fn window(&self) -> Option<(Micros, Micros)> {
-        self.first_at.map(|f| (f, self.last_at))
+        self.seen.first_at.map(|f| (f, self.seen.last_at))
     }
 }
 
 impl Default for Pipeline {
     fn default() -> Self {
         Pipeline::new(Limits::default(), TableLimits::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::doc;
+
+    use super::*;
+    use crate::report::{json, Report, RunFacts};
+    use crate::script::Script;
+
+    /// A conversation with something for every analyzer: a blog page and its N+1,
+    /// inserts of readings, updates, a gap, and time enough to expire.
+    fn conversation() -> Script {
+        let mut s = Script::new();
+        let web = s.connect("10.0.0.7:50001", "blog", "PyMongo 4.20.1");
+        let jobs = s.connect("10.0.0.8:50002", "jobs", "nodejs 6.9.0");
+        for page in 0..30 {
+            let posts = (0..10).map(|i| doc! {"_id": page * 10 + i, "authorId": 1000 + page * 10 + i});
+            s.find(web, "blog.posts", doc! {"published": true}, posts.collect());
+            for i in 0..10 {
+                let author = 1000 + page * 10 + i;
+                s.find(web, "blog.users", doc! {"_id": author}, vec![doc! {"_id": author, "name": "n"}]);
+            }
+            let reading =
+                doc! {"sensorId": page % 7, "ts": bson::DateTime::from_millis(page as i64), "value": 1.5};
+            s.exchange(
+                jobs,
+                doc! {"insert": "readings", "documents": [reading], "$db": "iot"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+            s.update(jobs, "blog.posts", doc! {"_id": page}, doc! {"$push": {"comments": {"by": 1}}});
+            if page == 12 {
+                s.gap(3);
+            }
+            s.wait_ms(700);
+        }
+        s.close(web);
+        s
+    }
+
+    fn report(p: &Pipeline) -> String {
+        json::render(&Report::build(p, RunFacts::default()))
+    }
+
+    /// Feeds like an offline input: each event, and expiry once a second of its time.
+    fn feed_all(events: &[TapEvent], p: &mut impl Feed) {
+        let mut last = None;
+        for ev in events {
+            let at = ev.at();
+            p.feed(ev.clone());
+            if at.saturating_sub(*last.get_or_insert(at)) > 1_000_000 {
+                p.expire(at);
+                last = Some(at);
+            }
+        }
+    }
+
+    #[test]
+    fn a_pipeline_split_over_two_threads_reports_what_it_reports_on_one() {
+        let events = conversation().events().to_vec();
+        let mut one = Pipeline::default();
+        feed_all(&events, &mut one);
+        let mut two = Pipeline::default();
+        let fed = two.split(|front| {
+            feed_all(&events, front);
+            events.len()
+        });
+        assert_eq!(fed, events.len());
+        let kinds: Vec<String> = one.findings().iter().map(|f| f.kind.to_string()).collect();
+        assert!(
+            one.operations() >= 390 && kinds.iter().any(|k| k == "n_plus_one"),
+            "{} operations, {kinds:?}",
+            one.operations()
+        );
+        assert_eq!(two.operations(), one.operations());
+        assert_eq!(two.events(), one.events());
+        assert_eq!(report(&two), report(&one));
     }
 }

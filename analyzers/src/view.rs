@@ -56,16 +56,35 @@ pub struct OpView<'o> {
     equalities: OnceCell<Vec<(&'o [u8], Element<'o>)>>,
 }
 
+/// The statement shapes of `op` (none for getMore: the table attributes it to the
+/// shape that opened its cursor; none for auth commands).
+pub fn statements_of(op: &Operation) -> Vec<StatementShape> {
+    match op.sensitive {
+        true => Vec::new(),
+        false => op.command_view().as_ref().map(shapes).unwrap_or_default(),
+    }
+}
+
+fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
+    match c.name {
+        "getMore" => Vec::new(),
+        _ => crate::shape::command::shapes(c),
+    }
+}
+
 impl<'o> OpView<'o> {
     /// Decodes `op` once.
     pub fn new(op: &'o Operation) -> OpView<'o> {
+        OpView::shaped(op, None)
+    }
+
+    /// Decodes `op` once, its statement shapes already found by [`statements_of`]
+    /// (on another thread: see [`crate::pipeline::Pipeline::split`]).
+    pub fn shaped(op: &'o Operation, statements: Option<Vec<StatementShape>>) -> OpView<'o> {
         let command = if op.sensitive { None } else { op.command_view() };
         let reply = if op.sensitive { None } else { op.reply_view() };
-        let (category, statements) = match &command {
-            Some(c) if c.name == "getMore" => (crate::shape::command::category(c), Vec::new()),
-            Some(c) => (crate::shape::command::category(c), crate::shape::command::shapes(c)),
-            None => (Category::Command, Vec::new()),
-        };
+        let category = command.as_ref().map_or(Category::Command, crate::shape::command::category);
+        let statements = statements.unwrap_or_else(|| command.as_ref().map(shapes).unwrap_or_default());
         // Most replies carry no documents; finding the batch costs a walk, so skip it.
         let batch = if op.docs_returned > 0 { reply.as_ref().and_then(|r| r.batch_elements()) } else { None };
         let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use mongotap_analyzers::operation::SOURCE_SHIFT;
-use mongotap_analyzers::pipeline::Pipeline;
+use mongotap_analyzers::pipeline::{Feed, Pipeline};
 use mongotap_events::{Micros, TapEvent};
 
 /// What an input is.
@@ -85,8 +85,7 @@ pub fn analyze(
     pipeline: &mut Pipeline,
     opts: &OfflineOptions,
 ) -> Result<Vec<InputSummary>, String> {
-    let mut feeder =
-        Feeder { pipeline, last_expire: None, events: 0, dropped: 0, base: 0, sources: Vec::new() };
+    let mut feeder = Feeder { last_expire: None, events: 0, dropped: 0, base: 0, sources: Vec::new() };
     let mut out = Vec::new();
     // Each source numbers its connections from 1: the parts of one rotated trace
     // share their numbers, anything else gets numbers of its own.
@@ -100,10 +99,16 @@ pub fn analyze(
             }
         };
         let (before_events, before_dropped) = (feeder.events, feeder.dropped);
+        // Traces and captures are read, decoded and paired on a second thread while
+        // this one analyses; a log files plans by the operation just fed, so it is
+        // read here.
+        let feeder = &mut feeder;
         let notes = match kind {
-            InputKind::Trace => read_trace(path, &mut feeder, opts)?,
-            InputKind::Capture => pcap::read(path, &mut |ev| feeder.feed(ev), opts)?,
-            InputKind::MongodLog => read_log(path, &mut feeder, opts)?,
+            InputKind::Trace => pipeline.split(|front| read_trace(path, feeder, front, opts))?,
+            InputKind::Capture => {
+                pipeline.split(|front| pcap::read(path, &mut |ev| feeder.feed(front, ev), opts))?
+            }
+            InputKind::MongodLog => read_log(path, feeder, pipeline, opts)?,
         };
         out.push(InputSummary {
             path: path.clone(),
@@ -144,8 +149,7 @@ fn in_order(inputs: &[PathBuf]) -> Result<Vec<(PathBuf, InputKind, String)>, Str
 
 /// Feeds events as the live analysis thread does, expiring by the events' own time
 /// (the live thread expires once a second).
-struct Feeder<'a> {
-    pipeline: &'a mut Pipeline,
+struct Feeder {
     last_expire: Option<Micros>,
     events: u64,
     dropped: u64,
@@ -155,18 +159,18 @@ struct Feeder<'a> {
     sources: Vec<String>,
 }
 
-impl Feeder<'_> {
-    fn feed(&mut self, ev: TapEvent) {
+impl Feeder {
+    fn feed(&mut self, pipeline: &mut impl Feed, ev: TapEvent) {
         let ev = rebase(ev, self.base);
         let at = ev.at();
         if let TapEvent::Gap { dropped, .. } = &ev {
             self.dropped += dropped;
         }
         self.events += 1;
-        self.pipeline.feed(ev);
+        pipeline.feed(ev);
         let last = *self.last_expire.get_or_insert(at);
         if at.saturating_sub(last) > 1_000_000 {
-            self.pipeline.expire(at);
+            pipeline.expire(at);
             self.last_expire = Some(at);
         }
     }
@@ -217,7 +221,12 @@ fn kind_of(path: &Path) -> Result<InputKind, String> {
     })
 }
 
-fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
+fn read_trace(
+    path: &Path,
+    feeder: &mut Feeder,
+    pipeline: &mut impl Feed,
+    opts: &OfflineOptions,
+) -> Result<Vec<String>, String> {
     let (mut progress, file) = Progress::of_file(path, opts.progress)?;
     let mut r = mongotap_trace::TraceReader::new(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
         .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -230,7 +239,7 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
         mongotap_analyzers::report::rfc3339(h.started_at)
     )];
     while let Some(ev) = r.next_event() {
-        feeder.feed(ev);
+        feeder.feed(pipeline, ev);
         progress.tick(feeder.events);
     }
     progress.done(feeder.events);
@@ -240,7 +249,12 @@ fn read_trace(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Re
     Ok(notes)
 }
 
-fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Result<Vec<String>, String> {
+fn read_log(
+    path: &Path,
+    feeder: &mut Feeder,
+    pipeline: &mut Pipeline,
+    opts: &OfflineOptions,
+) -> Result<Vec<String>, String> {
     let (mut progress, file) = Progress::of_file(path, opts.progress)?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     let mut reader = mongod_log::LogReader::new();
@@ -253,14 +267,14 @@ fn read_log(path: &Path, feeder: &mut Feeder<'_>, opts: &OfflineOptions) -> Resu
             break;
         }
         let plan = reader.read_line(&String::from_utf8_lossy(&line), &mut events);
-        let before = feeder.pipeline.operations();
+        let before = pipeline.operations();
         for ev in events.drain(..) {
-            feeder.feed(ev);
+            feeder.feed(pipeline, ev);
         }
         // The log's own explain of the operation just fed (if it was: not when its
         // connection was not analysed), the worst one per shape.
-        let fed = feeder.pipeline.operations() > before;
-        let shape = feeder.pipeline.last_shape().filter(|_| fed);
+        let fed = pipeline.operations() > before;
+        let shape = pipeline.last_shape().filter(|_| fed);
         if let (Some(plan), Some(shape), Some(catalog)) = (plan, shape, &opts.catalog) {
             let mut c = catalog.lock().unwrap_or_else(|e| e.into_inner());
             let waste = |e: &mongotap_analyzers::detectors::indexes::catalog::Explained| {
