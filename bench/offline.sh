@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Offline analysis speed (issue #15): a capture of real pymongo traffic to SecantusDB made
-# with dumpcap, then `mongotap analyze` (shapes, table, every detector, a JSON report) and
-# tshark's MongoDB dissector (decoding only: the opcode of every message) on the same file,
-# each run three times, one after the other, in this one run. Prints the medians and the ratio.
-#   ./bench/offline.sh [TARGET_MB]      (default 10)
+# Offline analysis speed: a capture of real pymongo traffic to SecantusDB made with
+# dumpcap, then `mongotap analyze` (shapes, table, every detector and section, a JSON
+# report) and tshark's MongoDB dissector (decoding only: the opcode of every message) on
+# the same file, five runs each, one after the other, in this one run: the medians and
+# the ratio. Then the same capture tiled to LARGE_MB (its copies later in time, their
+# clients at addresses of their own: target/release/tile) and analysed on every core
+# and pinned to one (taskset), three runs each, interleaved: the speed-up, and whether
+# the two reports agree.
+#   ./bench/offline.sh [TARGET_MB]      (default 10; LARGE_MB=1024 by default, 0 skips it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_mb=${1:-10}
 [ -x .venv/bin/secantusd-py ] || ./scripts/setup.sh python
 command -v tshark >/dev/null || { echo "tshark is missing: ./scripts/setup.sh installs it" >&2; exit 2; }
-[ -x target/release/mongotap ] || cargo build --release --quiet -p mongotap
+cargo build --release --quiet -p mongotap -p mongotap-bench --bin tile
 work=$(mktemp -d /tmp/mongotap-offline-bench.XXXXXX)
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cleanup() {
@@ -61,3 +65,37 @@ printf 'capture: %.1f MB, %s packets with MongoDB messages (tshark), %s operatio
   "$(echo "$size / 1048576" | bc -l)" "$messages" "$ops"
 printf 'mongotap analyze (every detector, JSON report): %.3f s   tshark (opcode of each message): %.3f s\n' "$m" "$t"
 printf 'offline analysis of a pcap: mongotap is %.1fx faster than tshark decoding the same file\n' "$(echo "$t / $m" | bc -l)"
+
+large_mb=${LARGE_MB:-1024}
+[ "$large_mb" -gt 0 ] || exit 0
+./target/release/tile "$work/cap.pcapng" "$work/large.pcapng" "$port" "$large_mb"
+.venv/bin/python - "$work" "$port" "$(nproc)" <<'PY'
+import json, statistics, subprocess, sys, time
+work, port, cores = sys.argv[1], sys.argv[2], sys.argv[3]
+cap = f"{work}/large.pcapng"
+def run(prefix, out):
+    t0 = time.perf_counter()
+    p = subprocess.run(prefix + ["/usr/bin/time", "-f", "%M", "target/release/mongotap", "analyze", cap, "--port", port,
+                        "--report-json", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return time.perf_counter() - t0, int(p.stderr.strip().splitlines()[-1]) / 1024
+every, one = [], []
+for _ in range(3):
+    every.append(run([], f"{work}/every.json"))
+    one.append(run(["taskset", "-c", "0"], f"{work}/one.json"))
+def same(a, b):
+    # Distinct-value estimates are HyperLogLog counts of values hashed with a key of
+    # each process's own: they differ by a few percent from one run to the next.
+    def strip(v):
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "distinct_values"}
+        return [strip(x) for x in v] if isinstance(v, list) else v
+    return strip(json.load(open(a))) == strip(json.load(open(b)))
+r = json.load(open(f"{work}/every.json"))
+size = __import__("os").path.getsize(cap) / 2**20
+e, o = statistics.median(t for t, _ in every), statistics.median(t for t, _ in one)
+fmt = lambda runs: ", ".join(f"{t:.2f}" for t, _ in runs)
+print(f"large capture: {size:.0f} MB, {r['totals']['operations']} operations")
+print(f"mongotap analyze on {cores} cores: median {e:.2f} s ({fmt(every)}), {size / e:.0f} MB/s, peak RSS {max(m for _, m in every):.1f} MiB")
+print(f"mongotap analyze on one core (taskset): median {o:.2f} s ({fmt(one)}), peak RSS {max(m for _, m in one):.1f} MiB")
+print(f"speed-up on {cores} cores: {o / e:.2f}x (target >= 1.6); reports identical but for the distinct-value estimates: {same(f'{work}/every.json', f'{work}/one.json')}")
+PY
