@@ -433,16 +433,14 @@ mod tests {
         large[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
         let frames = [large, packet(true, 1, &req.encode(1, 0)), packet(false, 1, &rep.encode(2, 1))];
         let mut file = Vec::new();
-        let mut w = pcap_file::pcap::PcapWriter::with_header(
-            &mut file,
-            pcap_file::pcap::PcapHeader { snaplen: 1 << 20, ..Default::default() },
-        )
-        .unwrap();
-        for (i, f) in frames.iter().enumerate() {
-            let ts = std::time::Duration::from_millis(1_700_000_000_000 + i as u64);
-            w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).unwrap();
+        {
+            let header = pcap_file::pcap::PcapHeader { snaplen: 1 << 20, ..Default::default() };
+            let mut w = pcap_file::pcap::PcapWriter::with_header(&mut file, header).unwrap();
+            for (i, f) in frames.iter().enumerate() {
+                let ts = std::time::Duration::from_millis(1_700_000_000_000 + i as u64);
+                w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).unwrap();
+            }
         }
-        drop(w);
         file
     }
 
