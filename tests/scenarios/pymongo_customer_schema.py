@@ -7,6 +7,10 @@
 - versions (S2): the schema versioning pattern done right: 40 customers at schemaVersion 1 (a `phone` string)
   and 40 at schemaVersion 2 (a `contact` sub-document), every field of one type. mongotap should report no
   drift and name schemaVersion as the version field in the schemas section.
+- text_versions (S4): the same pattern with version strings ("v1" with a `phone`, "v2.0" with `contact`), as
+  some teams write them: schemaVersion named as the version field.
+- release (S5): a `version` string naming the app release that last saved the document ("3.2.0", "3.2.1",
+  "3.3.0"), the same fields in every release: a version-like string that partitions nothing. No version field.
 - lock (S3): an optimistic lock's `version` counter bumped on every save: the values change, the fields do not.
   No finding, and no version field in the schemas section.
 """
@@ -16,7 +20,7 @@ import pymongo
 
 from common import args, check, fresh_db
 
-uri, dbname, mode = args(modes=("drift", "versions", "lock"))
+uri, dbname, mode = args(modes=("drift", "versions", "text_versions", "release", "lock"))
 client, db = fresh_db(uri, dbname)
 now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 db.customers.create_index("email", unique=True)  # the reads below are served: only the schema is at stake
@@ -38,6 +42,13 @@ elif mode == "versions":
     db.customers.insert_many([customer(i, schemaVersion=1, phone=f"555-{i:04}") for i in range(40)])
     db.customers.insert_many([customer(i, schemaVersion=2, contact={"phone": f"555-{i:04}", "prefers": "email"})
                               for i in range(40, 80)])
+elif mode == "text_versions":
+    db.customers.insert_many([customer(i, schemaVersion="v1", phone=f"555-{i:04}") for i in range(40)])
+    db.customers.insert_many([customer(i, schemaVersion="v2.0", contact={"phone": f"555-{i:04}", "prefers": "sms"})
+                              for i in range(40, 80)])
+elif mode == "release":
+    releases = ["3.2.0", "3.2.1", "3.3.0"]
+    db.customers.insert_many([customer(i, version=releases[i % 3], phone=f"555-{i:04}") for i in range(60)])
 else:
     db.customers.insert_many([customer(i, version=0) for i in range(60)])
     for i in range(0, 60, 2):

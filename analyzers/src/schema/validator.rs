@@ -200,7 +200,7 @@ pub fn infer(c: &Collection, min_written: u64, version_min_documents: u64) -> Op
                 )
                 .collect();
             branches.push(json!({
-                "properties": {field: {"enum": [v.value]}},
+                "properties": {field: {"enum": [v.value.json()]}},
                 "required": required,
             }));
         }

@@ -8,9 +8,9 @@
 //! some field is in (almost) every document of one value and (almost) no document
 //! of another: the values partition the field sets.
 //!
-//! Only small whole numbers are taken as versions: they number the code's model,
-//! not the data, so they may be shown. Any other value makes the document count as
-//! unversioned.
+//! Only small whole numbers and version strings (`"2"`, `"v2"`, `"2.1.0"`) are taken
+//! as versions: they number the code's model, not the data, so they may be shown.
+//! Any other value makes the document count as unversioned.
 
 use bson::RawDocument;
 use mongotap_wire::element;
@@ -35,10 +35,52 @@ const PRESENT: f64 = 0.95;
 /// ...and in at most this share of another's partitions the two.
 const ABSENT: f64 = 0.05;
 
+/// A version value: a whole number, or a version string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionValue {
+    Number(i64),
+    Text(String),
+}
+
+impl Default for VersionValue {
+    fn default() -> Self {
+        VersionValue::Number(0)
+    }
+}
+
+impl std::fmt::Display for VersionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionValue::Number(n) => write!(f, "{n}"),
+            VersionValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl VersionValue {
+    /// The value as a validator's `enum` holds it (a number matches an int, a long
+    /// or a double of that value).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            VersionValue::Number(n) => serde_json::json!(n),
+            VersionValue::Text(t) => serde_json::json!(t),
+        }
+    }
+}
+
+/// Whether `s` reads as a version: an optional `v`, then one to three dotted
+/// numbers of at most four digits (`2`, `v2`, `2.1`, `1.0.3`), never a date or an id.
+fn version_text(s: &str) -> bool {
+    let digits = s.strip_prefix(['v', 'V']).unwrap_or(s);
+    let parts: Vec<&str> = digits.split('.').collect();
+    parts.len() <= 3
+        && parts.iter().all(|p| (1..=4).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The documents of one version value.
 #[derive(Debug, Clone, Default)]
 pub struct Version {
-    pub value: i64,
+    pub value: VersionValue,
     /// Documents walked that carried this value.
     pub documents: u64,
     /// Per field (the collection's field index): documents of this value carrying it.
@@ -75,7 +117,11 @@ impl Versions {
                 }
                 _ => None,
             };
-            Some((*name, whole.filter(|v| (0..=MAX_VERSION).contains(v))?))
+            let value = match whole {
+                Some(n) => VersionValue::Number(Some(n).filter(|v| (0..=MAX_VERSION).contains(v))?),
+                None => VersionValue::Text(e.as_str().filter(|t| version_text(t))?.to_owned()),
+            };
+            Some((*name, value))
         })?;
         self.field = Some(field);
         let i = match self.values.iter().position(|v| v.value == value) {
@@ -85,7 +131,7 @@ impl Versions {
                 return None;
             }
             None => {
-                self.values.push(Version { value, ..Version::default() });
+                self.values.push(Version { value, documents: 0, present: Vec::new() });
                 self.values.len() - 1
             }
         };
@@ -148,7 +194,8 @@ mod tests {
             v.present(slot, if i % 2 == 0 { 1 } else { 2 });
         }
         assert_eq!(v.field, Some("schemaVersion"));
-        assert_eq!(v.values.iter().map(|x| (x.value, x.documents)).collect::<Vec<_>>(), [(1, 10), (2, 10)]);
+        let seen: Vec<(String, u64)> = v.values.iter().map(|x| (x.value.to_string(), x.documents)).collect();
+        assert_eq!(seen, [("1".to_owned(), 10), ("2".to_owned(), 10)]);
         assert!(v.partitions(5));
         assert!(!v.partitions(11), "too few documents per value to say");
 
@@ -162,9 +209,11 @@ mod tests {
     }
 
     #[test]
-    fn only_small_whole_numbers_are_versions() {
+    fn only_small_whole_numbers_and_version_strings_are_versions() {
         let mut v = Versions::default();
-        assert_eq!(v.of(&raw(doc! {"version": "2.1"})), None);
+        for not in ["2024-01-01", "a3f9c2", "1.2.3.4", "v", "12345", "", "2.x"] {
+            assert_eq!(v.of(&raw(doc! {"version": not})), None, "{not}");
+        }
         assert_eq!(v.of(&raw(doc! {"version": 1.5})), None);
         assert_eq!(v.of(&raw(doc! {"version": 1_700_000_000_i64})), None);
         assert_eq!(v.of(&raw(doc! {"__v": 3})), None, "Mongoose's revision counter is no schema version");
@@ -173,5 +222,11 @@ mod tests {
             v.of(&raw(doc! {"_v": i}));
         }
         assert_eq!((v.values.len(), v.refused), (MAX_VALUES, 2));
+
+        let mut s = Versions::default();
+        for (i, text) in ["v1", "2.1", "1.0.3", "V2"].into_iter().enumerate() {
+            assert_eq!(s.of(&raw(doc! {"schemaVersion": text})), Some(i), "{text}");
+        }
+        assert_eq!(s.values[1].value.json(), serde_json::json!("2.1"));
     }
 }
