@@ -11,8 +11,11 @@
 //! distinct values, or one value holding a large share of the documents, is not
 //! recommended at all: its chunks could not split (jumbo chunks). (Few values each
 //! repeated ten times or more: a small collection's unique ids are not that; and a
-//! compound key splits past its first field.) Characteristics are judged on 20 or
-//! more inserted documents; with fewer, nothing is recommended.
+//! compound key splits past its first field.) Such a field asked by equality is
+//! offered again (unless updates change it) followed by a hashed `_id`, which splits one value's documents over
+//! many chunks and keeps the field's targeting. Characteristics are judged on 20 or
+//! more inserted documents; with fewer, nothing is recommended. A collection that is
+//! written and never read is judged by its writes.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -142,9 +145,25 @@ fn collection(
             push(vec![(c.clone(), json!(1))]);
         }
     }
+    let known = |f: &str| values.and_then(|v| v.field(f)).filter(|v| v.inserts() >= MIN_INSERTS);
+    // A field with few values (or one value holding many documents) that the
+    // queries ask by equality keeps its targeting when a hashed `_id` follows it:
+    // one value's documents then split into many chunks (MongoDB 4.4+'s compound
+    // hashed keys; the manual: give a low-cardinality key a high-cardinality field).
+    for (f, _, _) in eq.iter().take(MAX_FIELDS).filter(|(f, _, _)| f != "_id") {
+        let low = known(f).is_some_and(|v| {
+            let d = v.distinct.estimate();
+            (d < t.shard_min_distinct && v.inserts() >= 10 * d)
+                || v.most_common_share() > t.shard_max_common_share
+        });
+        // A field the updates change (a status) would move documents between shards.
+        let moves = distribution(rows, std::slice::from_ref(f), Form::Ranged).1.shard_key_updates > 0.0;
+        if low && !moves {
+            push(vec![(f.clone(), json!(1)), ("_id".to_owned(), json!("hashed"))]);
+        }
+    }
     push(vec![("_id".to_owned(), json!(1))]);
     // A monotonic single field is offered hashed beside its ranged form.
-    let known = |f: &str| values.and_then(|v| v.field(f)).filter(|v| v.inserts() >= MIN_INSERTS);
     let hashed: Vec<Vec<(String, Value)>> = keys_tried
         .iter()
         .filter(|k| {
@@ -230,6 +249,22 @@ fn collection(
             ),
             Some(format!("sh.shardCollection({}, {})", json!(ns), key_text(&best.key))),
         ),
+        // Written, never read (a log, an outbox): the writes decide.
+        Some(best)
+            if best.recommended
+                && best.reads.count == 0
+                && best.writes.single_shard >= t.shard_min_single_reads =>
+        {
+            (
+                format!(
+                    "Shard {ns} on {key}: no read of it was seen, and {ws} of its writes would go to one shard.{others}",
+                    key = key_text(&best.key),
+                    ws = pct(best.writes.single_shard),
+                    others = warnings(&candidates),
+                ),
+                Some(format!("sh.shardCollection({}, {})", json!(ns), key_text(&best.key))),
+            )
+        }
         Some(_) if candidates.iter().all(|c| c.distinct_values.is_none()) => (
             format!(
                 "Too few documents were inserted into {ns} through mongotap ({MIN_INSERTS} are needed per field) to judge any candidate's cardinality or monotonicity: the table says where reads and writes would go; capture the inserts too before choosing."
@@ -353,5 +388,44 @@ mod tests {
         assert_eq!((status.distinct_values, status.most_common_share), (Some(2), Some(0.5)));
         assert!(!status.recommended);
         assert_eq!(status.writes.shard_key_updates, 0.077, "the 10 updates set the status");
+    }
+
+    #[test]
+    fn a_few_valued_field_is_offered_with_a_hashed_id_and_a_write_only_collection_is_judged_by_its_writes() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "iot", "PyMongo 4.20.1");
+        // 200 readings of 10 sensors, read 20 times by sensor; an audit log only written.
+        for i in 0..200i64 {
+            let d = doc! {"_id": ObjectId::new(), "sensorId": format!("s{}", i % 10), "value": i};
+            s.exchange(
+                c,
+                doc! {"insert": "readings", "documents": [d], "$db": "iot"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+            let e = doc! {"_id": ObjectId::new(), "at": DateTime::from_millis(1_700_000_000_000 + i * 1000)};
+            s.exchange(c, doc! {"insert": "audit", "documents": [e], "$db": "iot"}, doc! {"n": 1, "ok": 1.0});
+        }
+        for i in 0..20 {
+            s.find(c, "iot.readings", doc! {"sensorId": format!("s{}", i % 10)}, vec![]);
+        }
+        let report = Report::build(&s.run(), RunFacts::default());
+        let readings = report.shard_keys.iter().find(|c| c.namespace == "iot.readings").expect("readings");
+        let best = &readings.candidates[0];
+        assert_eq!(best.key, vec![("sensorId".to_owned(), json!(1)), ("_id".to_owned(), json!("hashed"))]);
+        assert!(best.recommended && best.reads.single_shard == 1.0, "{best:?}");
+        let alone =
+            readings.candidates.iter().find(|c| c.key.len() == 1 && c.key[0].0 == "sensorId").unwrap();
+        assert!(
+            alone.not_recommended.as_deref().is_some_and(|w| w.starts_with("low cardinality")),
+            "{alone:?}"
+        );
+        assert_eq!(
+            readings.command.as_deref(),
+            Some("sh.shardCollection(\"iot.readings\", {sensorId: 1, _id: \"hashed\"})")
+        );
+
+        let audit = report.shard_keys.iter().find(|c| c.namespace == "iot.audit").expect("audit");
+        assert!(audit.recommendation.contains("no read of it was seen"), "{}", audit.recommendation);
+        assert_eq!(audit.command.as_deref(), Some("sh.shardCollection(\"iot.audit\", {_id: \"hashed\"})"));
     }
 }
