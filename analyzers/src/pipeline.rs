@@ -152,6 +152,8 @@ pub struct Front<'p> {
     batch: Vec<Step>,
     to_analyzers: SyncSender<Vec<Step>>,
     analysed: Receiver<Vec<Step>>,
+    /// The analyzers' side is gone (it panicked): nothing more is worth decoding.
+    stopped: bool,
 }
 
 impl Front<'_> {
@@ -170,13 +172,17 @@ impl Front<'_> {
             Err(_) => Vec::with_capacity(BATCH),
         };
         std::mem::swap(&mut self.batch, &mut next);
-        // The analyzers' side ends only by a panic, which the scope passes on.
-        let _ = self.to_analyzers.send(next);
+        // The analyzers' side ends only by a panic, which the scope passes on once
+        // this side returns: it stops decoding now.
+        self.stopped |= self.to_analyzers.send(next).is_err();
     }
 }
 
 impl Feed for Front<'_> {
     fn feed(&mut self, ev: TapEvent) {
+        if self.stopped {
+            return;
+        }
         let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
         seen.feed(correlator, ev, &mut |step| {
             batch.push(match step {
@@ -191,6 +197,9 @@ impl Feed for Front<'_> {
     }
 
     fn expire(&mut self, now: Micros) {
+        if self.stopped {
+            return;
+        }
         let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
         seen.expire(correlator, now, &mut |step| batch.push(step));
         self.flush_when_full();
@@ -238,7 +247,8 @@ impl Pipeline {
         std::thread::scope(|scope| {
             let front = scope.spawn(move || {
                 let batch = Vec::with_capacity(BATCH);
-                let mut front = Front { correlator, seen, batch, to_analyzers: tx, analysed: done_rx };
+                let mut front =
+                    Front { correlator, seen, batch, to_analyzers: tx, analysed: done_rx, stopped: false };
                 let r = produce(&mut front);
                 front.flush();
                 r

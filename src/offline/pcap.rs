@@ -85,9 +85,11 @@ impl<R: Read> Window<R> {
     /// Moves the unparsed bytes to the front and reads more after them (growing the
     /// buffer when a block fills it); false at the end of the input.
     fn more(&mut self) -> Result<bool, String> {
-        self.buf.copy_within(self.start..self.end, 0);
-        self.end -= self.start;
-        self.start = 0;
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
         if self.end == self.buf.len() {
             if self.buf.len() >= MAX_BLOCK {
                 return Err(format!("a block larger than {} MB", MAX_BLOCK >> 20));

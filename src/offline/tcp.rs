@@ -335,17 +335,18 @@ impl Half {
             if self.buf.len() < len {
                 return;
             }
+            out.stats.messages += 1;
+            if len > MAX_ANALYSED {
+                self.buf.advance(len);
+                out.emit(TapEvent::TooLarge { conn: out.conn, dir: out.dir, at: out.at, header: h });
+                continue;
+            }
             // Copied out, not split off: a frame that shares the stream's buffer
             // keeps it from being reused, and every message then takes a fresh
             // allocation of the buffer's size (page faults: half the time on a
             // 10 MB capture).
             let bytes = Bytes::copy_from_slice(&self.buf[..len]);
             self.buf.advance(len);
-            out.stats.messages += 1;
-            if len > MAX_ANALYSED {
-                out.emit(TapEvent::TooLarge { conn: out.conn, dir: out.dir, at: out.at, header: h });
-                continue;
-            }
             match Frame::from_bytes(bytes) {
                 Ok(frame) => out.emit(TapEvent::Message { conn: out.conn, dir: out.dir, at: out.at, frame }),
                 Err(error) => {

@@ -129,14 +129,14 @@ pub fn build(schemas: &Schemas, t: &Thresholds) -> Vec<CollectionSchema> {
                     let v = &c.versions;
                     VersionsSeen {
                         field: field.to_owned(),
-                        values: v.values.iter().map(|x| (x.value.to_string(), x.documents)).collect(),
+                        values: v.values.iter().map(|x| (v.key(&x.value), x.documents)).collect(),
                         fields_of: v
                             .values
                             .iter()
                             .map(|x| {
                                 let own =
                                     v.own_fields(x).into_iter().map(|i| c.fields[i].path.clone()).collect();
-                                (x.value.to_string(), own)
+                                (v.key(&x.value), own)
                             })
                             .collect(),
                     }

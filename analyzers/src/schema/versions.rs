@@ -69,12 +69,13 @@ impl VersionValue {
 }
 
 /// Whether `s` reads as a version: an optional `v`, then one to three dotted
-/// numbers of at most four digits (`2`, `v2`, `2.1`, `1.0.3`), never a date or an id.
+/// numbers of at most three digits (`2`, `v2`, `2.1`, `1.0.3`), never a year, a date
+/// or an id.
 fn version_text(s: &str) -> bool {
     let digits = s.strip_prefix(['v', 'V']).unwrap_or(s);
     let parts: Vec<&str> = digits.split('.').collect();
     parts.len() <= 3
-        && parts.iter().all(|p| (1..=4).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts.iter().all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The documents of one version value.
@@ -137,6 +138,23 @@ impl Versions {
         };
         self.values[i].documents += 1;
         Some(i)
+    }
+
+    /// The report's name of a version value: its text, and for a string that a
+    /// number of the same collection also reads as (`"2"` beside `2`), the text
+    /// quoted, so the two never share a key.
+    pub fn key(&self, value: &VersionValue) -> String {
+        let text = value.to_string();
+        let clash = matches!(value, VersionValue::Text(_))
+            && self
+                .values
+                .iter()
+                .any(|o| matches!(o.value, VersionValue::Number(_)) && o.value.to_string() == text);
+        if clash {
+            format!("{text:?}")
+        } else {
+            text
+        }
     }
 
     /// Field `field` is in a document of version `version`.
@@ -211,7 +229,7 @@ mod tests {
     #[test]
     fn only_small_whole_numbers_and_version_strings_are_versions() {
         let mut v = Versions::default();
-        for not in ["2024-01-01", "a3f9c2", "1.2.3.4", "v", "12345", "", "2.x"] {
+        for not in ["2024-01-01", "2024.01.15", "2024", "a3f9c2", "1.2.3.4", "v", "", "2.x"] {
             assert_eq!(v.of(&raw(doc! {"version": not})), None, "{not}");
         }
         assert_eq!(v.of(&raw(doc! {"version": 1.5})), None);
@@ -228,5 +246,11 @@ mod tests {
             assert_eq!(s.of(&raw(doc! {"schemaVersion": text})), Some(i), "{text}");
         }
         assert_eq!(s.values[1].value.json(), serde_json::json!("2.1"));
+
+        let mut both = Versions::default();
+        both.of(&raw(doc! {"schemaVersion": 2}));
+        both.of(&raw(doc! {"schemaVersion": "2"}));
+        let keys: Vec<String> = both.values.iter().map(|x| both.key(&x.value)).collect();
+        assert_eq!(keys, ["2", "\"2\""], "a number and a string of the same text never share a key");
     }
 }

@@ -106,6 +106,15 @@ fn statement(row: &Row) -> Option<(&str, &Value)> {
     }
 }
 
+/// Whether any write statement of `rows` changes one of `key`'s fields (counted,
+/// not as a rounded share: one such update in thousands still moves documents).
+pub fn changed_by_writes(rows: &[&Row], key: &[String]) -> bool {
+    rows.iter()
+        .filter(|r| r.category == Category::Write)
+        .filter_map(|r| statement(r))
+        .any(|(kind, shape)| kind != "insert" && changes_key(shape, key))
+}
+
 /// Whether an update shape changes one of `key`'s fields.
 fn changes_key(shape: &Value, key: &[String]) -> bool {
     let Some(ops) = shape.get("update").and_then(|u| u.get("operators")).and_then(Value::as_object) else {

@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::distribution::{distribution, equality_fields, Form, Reads, Writes};
+use super::distribution::{changed_by_writes, distribution, equality_fields, Form, Reads, Writes};
 use super::ShardKeys;
 use crate::detectors::Thresholds;
 use crate::namespace::is_system;
@@ -157,7 +157,7 @@ fn collection(
                 || v.most_common_share() > t.shard_max_common_share
         });
         // A field the updates change (a status) would move documents between shards.
-        let moves = distribution(rows, std::slice::from_ref(f), Form::Ranged).1.shard_key_updates > 0.0;
+        let moves = changed_by_writes(rows, std::slice::from_ref(f));
         if low && !moves {
             push(vec![(f.clone(), json!(1)), ("_id".to_owned(), json!("hashed"))]);
         }
@@ -268,6 +268,13 @@ fn collection(
         Some(_) if candidates.iter().all(|c| c.distinct_values.is_none()) => (
             format!(
                 "Too few documents were inserted into {ns} through mongotap ({MIN_INSERTS} are needed per field) to judge any candidate's cardinality or monotonicity: the table says where reads and writes would go; capture the inserts too before choosing."
+            ),
+            None,
+        ),
+        Some(_) if candidates.iter().all(|c| c.reads.count == 0) => (
+            format!(
+                "No read of {ns} was seen, and no recommended candidate sends most of its writes to one shard: judge a key once its reads are captured.{others}",
+                others = warnings(&candidates),
             ),
             None,
         ),
