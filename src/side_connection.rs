@@ -11,12 +11,19 @@
 //! `MONGOTAP_UPSTREAM_AUTH_SOURCE`), never from the captured traffic. When it
 //! cannot connect or is refused, it says so once, retries now and then, and the
 //! advisor falls back to what the traffic shows.
+//!
+//! On a sharded cluster (reached through `mongos`, whose `config.collections` holds
+//! a document per sharded collection) the same reads also fetch the current shard
+//! key of the collections read, so the shard-key section judges it beside the
+//! candidates. A server with no such documents is not asked again.
 
 use std::time::Duration;
 
 use mongodb::bson::{doc, Document, RawDocumentBuf};
 use mongodb::options::{ClientOptions, Credential};
-use mongotap_analyzers::detectors::indexes::catalog::{Explained, IndexSpec, SharedCatalog, Source};
+use mongotap_analyzers::detectors::indexes::catalog::{
+    Explained, IndexSpec, ShardKey, SharedCatalog, Source,
+};
 use mongotap_analyzers::detectors::indexes::fit;
 use mongotap_events::Clock;
 
@@ -93,6 +100,64 @@ async fn list_indexes(
         .collect())
 }
 
+/// Whether the upstream keeps a cluster catalog: `config.collections` holds at least
+/// one document (through `mongos` it always does: `config.system.sessions`). `None`
+/// when it cannot be read (no privilege): then nothing is known of shard keys.
+async fn is_cluster(client: &mongodb::Client) -> Option<bool> {
+    let cmd = doc! {"find": "collections", "limit": 1, "projection": {"_id": 1}, "comment": COMMENT};
+    let reply = client.database("config").run_command(cmd).await.ok()?;
+    let batch = reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).ok()?;
+    Some(!batch.is_empty())
+}
+
+/// The current shard key of each of `namespaces` (`None`: not sharded), from the
+/// cluster's `config.collections`.
+async fn shard_keys(
+    client: &mongodb::Client,
+    namespaces: &[String],
+) -> Result<Vec<(String, Option<ShardKey>)>, mongodb::error::Error> {
+    let n = namespaces.len() as i64;
+    let cmd = doc! {"find": "collections", "filter": {"_id": {"$in": namespaces}},
+    "projection": {"key": 1, "dropped": 1}, "batchSize": n.max(1), "singleBatch": true, "comment": COMMENT};
+    let reply = client.database("config").run_command(cmd).await?;
+    let batch =
+        reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
+    let found: Vec<(String, ShardKey)> = batch
+        .iter()
+        .filter_map(|d| d.as_document())
+        // Before 5.0 a dropped collection's document stayed, marked `dropped`.
+        .filter(|d| !d.get_bool("dropped").unwrap_or(false))
+        .filter_map(|d| Some((d.get_str("_id").ok()?.to_owned(), key_of(d.get_document("key").ok()?)?)))
+        .collect();
+    Ok(namespaces
+        .iter()
+        .map(|ns| (ns.clone(), found.iter().find(|(f, _)| f == ns).map(|(_, k)| k.clone())))
+        .collect())
+}
+
+/// A shard key document (`{customerId: 1, _id: "hashed"}`) as the report writes it.
+fn key_of(key: &Document) -> Option<ShardKey> {
+    let parts: Option<ShardKey> = key
+        .iter()
+        .map(|(f, v)| {
+            let form = match v {
+                mongodb::bson::Bson::String(s) if s == "hashed" => serde_json::json!("hashed"),
+                v if v
+                    .as_f64()
+                    .or_else(|| v.as_i32().map(f64::from))
+                    .or_else(|| v.as_i64().map(|i| i as f64))
+                    == Some(1.0) =>
+                {
+                    serde_json::json!(1)
+                }
+                _ => return None,
+            };
+            Some((f.clone(), form))
+        })
+        .collect();
+    parts.filter(|p| !p.is_empty())
+}
+
 /// The side connection: its client, once connected, and its health.
 pub struct SideConnection {
     config: SideConfig,
@@ -106,6 +171,8 @@ struct State {
     client: Option<mongodb::Client>,
     healthy: Option<bool>,
     retry_at: Option<tokio::time::Instant>,
+    /// Whether the upstream is a sharded cluster (see [`is_cluster`]), once asked.
+    cluster: Option<Option<bool>>,
 }
 
 impl SideConnection {
@@ -133,8 +200,14 @@ impl SideConnection {
         if st.retry_at.is_some_and(|t| tokio::time::Instant::now() < t) {
             return;
         }
-        let due = self.lock().due(self.clock.now(), self.config.refresh.as_micros() as u64);
-        if due.is_empty() {
+        let (now, refresh) = (self.clock.now(), self.config.refresh.as_micros() as u64);
+        let due = self.lock().due(now, refresh);
+        // Shard keys only while the upstream may be a cluster (not yet asked, or one).
+        let keys_due = match st.cluster {
+            None | Some(Some(true)) => self.lock().shard_keys_due(now, refresh),
+            Some(_) => Vec::new(),
+        };
+        if due.is_empty() && keys_due.is_empty() {
             return;
         }
         if st.client.is_none() {
@@ -184,6 +257,41 @@ impl SideConnection {
                     self.lock().set_side(format!("failing: {why}"));
                     st.retry_at = Some(tokio::time::Instant::now() + BACKOFF);
                     return;
+                }
+            }
+        }
+        self.read_shard_keys(&mut st, &c, &keys_due).await;
+    }
+
+    /// On a sharded cluster, the current shard keys of `namespaces` (a hundred per
+    /// `find`).
+    async fn read_shard_keys(&self, st: &mut State, client: &mongodb::Client, namespaces: &[String]) {
+        if namespaces.is_empty() {
+            return;
+        }
+        if st.cluster.is_none() {
+            let cluster = tokio::time::timeout(TIMEOUT, is_cluster(client)).await.ok().flatten();
+            if cluster == Some(true) {
+                tracing::info!("side connection: the upstream is a sharded cluster; reading the current shard keys (config.collections)");
+            }
+            st.cluster = Some(cluster);
+        }
+        if st.cluster != Some(Some(true)) {
+            return;
+        }
+        for chunk in namespaces.chunks(100) {
+            match tokio::time::timeout(TIMEOUT, shard_keys(client, chunk)).await {
+                Ok(Ok(keys)) => {
+                    let mut cat = self.lock();
+                    for (ns, key) in keys {
+                        cat.set_shard_key(&ns, key, self.clock.now());
+                    }
+                }
+                Ok(Err(e)) => {
+                    return tracing::debug!("side connection: config.collections refused: {}", error_code(&e))
+                }
+                Err(_) => {
+                    return tracing::debug!("side connection: config.collections took more than {TIMEOUT:?}")
                 }
             }
         }
@@ -291,6 +399,18 @@ mod tests {
     fn host_port_connects_directly_and_uris_are_kept() {
         assert_eq!(uri("127.0.0.1:27017"), "mongodb://127.0.0.1:27017/?directConnection=true");
         assert_eq!(uri("mongodb://u:p@h:1/?authSource=admin"), "mongodb://u:p@h:1/?authSource=admin");
+    }
+
+    #[test]
+    fn shard_key_documents_as_the_report_writes_them() {
+        let k = key_of(&doc! {"customerId": 1_i32, "createdAt": 1.0, "_id": "hashed"}).unwrap();
+        let names: Vec<(&str, String)> = k.iter().map(|(f, v)| (f.as_str(), v.to_string())).collect();
+        assert_eq!(
+            names,
+            [("customerId", "1".into()), ("createdAt", "1".into()), ("_id", "\"hashed\"".into())]
+        );
+        assert_eq!(key_of(&doc! {"a": -1}), None, "a shard key is ascending or hashed");
+        assert_eq!(key_of(&doc! {}), None);
     }
 
     #[test]

@@ -12,27 +12,10 @@ use futures_util::TryStreamExt;
 use mongodb::options::{FindOptions, IndexOptions};
 use mongodb::{Client, Collection, IndexModel};
 use mongotap::proxy::Proxy;
-use mongotap::side_connection::{SideConfig, SideConnection, COMMENT};
-use mongotap_analyzers::detectors::indexes::catalog::{IndexCatalog, SharedCatalog, Source};
-use mongotap_analyzers::detectors::{Detectors, Thresholds};
-use mongotap_analyzers::exchange::Limits;
-use mongotap_analyzers::pipeline::Pipeline;
+use mongotap::side_connection::COMMENT;
+use mongotap_analyzers::detectors::indexes::catalog::{SharedCatalog, Source};
 use mongotap_analyzers::report::{json, Finding, Report, RunFacts};
-use mongotap_analyzers::table::TableLimits;
 use support::*;
-
-async fn proxy_with_side_connection(upstream: &str) -> (Proxy, SharedCatalog) {
-    let catalog = IndexCatalog::shared();
-    let pipeline = Pipeline::with_detectors(
-        Limits::default(),
-        TableLimits::default(),
-        Detectors::with_catalog(Thresholds::default(), catalog.clone()),
-    );
-    let proxy = Proxy::start_with(proxy_config(upstream), pipeline).await.unwrap();
-    let side = SideConfig { upstream: upstream.to_owned(), refresh: Duration::from_secs(60) };
-    tokio::spawn(SideConnection::new(side, catalog.clone()).run());
-    (proxy, catalog)
-}
 
 /// Waits until the side connection has read `ns`'s indexes and they number `n`.
 async fn wait_for_indexes(catalog: &SharedCatalog, ns: &str, n: usize) {

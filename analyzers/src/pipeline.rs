@@ -288,6 +288,13 @@ impl Pipeline {
         let a = &self.analyzers;
         let mut findings = a.detectors.findings(&a.table, &a.schemas);
         a.workload.reconcile(&a.table, &mut findings);
+        let catalog = a.detectors.catalog().lock().unwrap_or_else(|e| e.into_inner());
+        findings.extend(crate::sharding::section::findings(
+            &a.shard_keys,
+            &a.table,
+            a.detectors.thresholds(),
+            &catalog,
+        ));
         findings
     }
 

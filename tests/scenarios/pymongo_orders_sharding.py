@@ -8,6 +8,11 @@
   ranged) and `status` not recommended (low cardinality).
 - scattered (K2): events whose reads share no field: by time range, by a text field's prefix, by a kind with
   several values. The section should say plainly that reads would scatter.
+- by_date (K3), by_customer (K4): the customer workload on a collection already sharded, on `{createdAt: 1}`
+  (a monotonic ranged key: a hot shard; a bad_shard_key finding with the reshard command) or on
+  `{customerId: 1, createdAt: 1}` (it suits the traffic: no finding). SecantusDB is no cluster: the script
+  writes the document `mongos` keeps in `config.collections` first, and mongotap's side connection reads it
+  as it would through `mongos` (the document stays: other scenarios' collections are not in it).
 """
 import datetime
 import random
@@ -16,8 +21,12 @@ from bson import ObjectId
 
 from common import args, check, fresh_db
 
-uri, dbname, mode = args(modes=("customer", "scattered"))
+uri, dbname, mode = args(modes=("customer", "scattered", "by_date", "by_customer"))
 client, db = fresh_db(uri, dbname)
+if mode in ("by_date", "by_customer"):
+    key = {"createdAt": 1} if mode == "by_date" else {"customerId": 1, "createdAt": 1}
+    client.config.collections.replace_one({"_id": f"{dbname}.orders"}, {"key": key, "unique": False}, upsert=True)
+    mode = "customer"
 rng = random.Random(7)
 start = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
 

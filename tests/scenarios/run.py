@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEFAULT_SCORED = ("n_plus_one,redundant_query,lookup_chain,full_document_rewrite,unbounded_array_growth,inefficient_regex,ttl_candidate,hot_document,schema_drift,computed_candidate,outlier_candidate,attribute_candidate,"
                   "large_document,fan_out_update,bucket_candidate,over_fetch,missing_index,redundant_index,unused_index,"
-                  "unknown_field,embed_candidate,extended_reference_candidate")
+                  "unknown_field,embed_candidate,extended_reference_candidate,bad_shard_key")
 # A planted operation's count must be within this share of the count mongotap reports.
 OPERATION_TOLERANCE = 0.05
 CLIENT_TIMEOUT = 120

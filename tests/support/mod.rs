@@ -181,6 +181,25 @@ pub async fn start_proxy(upstream: &str) -> Proxy {
     Proxy::start(proxy_config(upstream)).await.unwrap()
 }
 
+/// A proxy whose index advisor reads a catalog that mongotap's side connection to
+/// `upstream` fills (refreshed every minute), and that catalog.
+pub async fn proxy_with_side_connection(
+    upstream: &str,
+) -> (Proxy, mongotap_analyzers::detectors::indexes::catalog::SharedCatalog) {
+    use mongotap::side_connection::{SideConfig, SideConnection};
+    use mongotap_analyzers::detectors::{indexes::catalog::IndexCatalog, Detectors, Thresholds};
+    let catalog = IndexCatalog::shared();
+    let pipeline = mongotap_analyzers::pipeline::Pipeline::with_detectors(
+        mongotap_analyzers::exchange::Limits::default(),
+        mongotap_analyzers::table::TableLimits::default(),
+        Detectors::with_catalog(Thresholds::default(), catalog.clone()),
+    );
+    let proxy = Proxy::start_with(proxy_config(upstream), pipeline).await.unwrap();
+    let side = SideConfig { upstream: upstream.to_owned(), refresh: Duration::from_secs(60) };
+    tokio::spawn(SideConnection::new(side, catalog.clone()).run());
+    (proxy, catalog)
+}
+
 /// A driver URI for the proxy.
 pub fn uri(addr: SocketAddr, app: &str) -> String {
     format!("mongodb://{addr}/?directConnection=true&appName={app}&serverSelectionTimeoutMS=5000")

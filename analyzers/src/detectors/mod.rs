@@ -68,6 +68,7 @@ pub const KINDS: &[&str] = &[
     "computed_candidate",
     "outlier_candidate",
     "attribute_candidate",
+    "bad_shard_key",
 ];
 
 /// One detector. Every method but [`Detector::findings`] has a no-op default, so a
@@ -123,6 +124,7 @@ impl<'a> Context<'a> {
 pub struct Detectors {
     list: Vec<Box<dyn Detector>>,
     thresholds: Thresholds,
+    catalog: indexes::catalog::SharedCatalog,
 }
 
 impl Detectors {
@@ -148,19 +150,29 @@ impl Detectors {
             Box::new(writes::hot_document::HotDocument::new(&thresholds)),
             Box::new(reads::over_fetch::OverFetch::new(&thresholds)),
             Box::new(schema::attribute_candidate::AttributeCandidate::new(catalog.clone())),
-            Box::new(indexes::advisor::IndexAdvisor::new(catalog)),
+            Box::new(indexes::advisor::IndexAdvisor::new(catalog.clone())),
             Box::new(indexes::inefficient_regex::InefficientRegex::new(&thresholds)),
             Box::new(schema::unknown_field::UnknownField),
             Box::new(schema::schema_drift::SchemaDrift),
             Box::new(reads::computed_candidate::ComputedCandidate),
             Box::new(writes::outlier_candidate::OutlierCandidate),
         ];
-        Detectors { list, thresholds }
+        Detectors { list, thresholds, catalog }
     }
 
     /// No detector at all (to measure what they cost).
     pub fn none() -> Detectors {
-        Detectors { list: Vec::new(), thresholds: Thresholds::default() }
+        Detectors {
+            list: Vec::new(),
+            thresholds: Thresholds::default(),
+            catalog: indexes::catalog::IndexCatalog::shared(),
+        }
+    }
+
+    /// What the server says of each collection: its indexes and, on a sharded
+    /// cluster, its shard key.
+    pub fn catalog(&self) -> &indexes::catalog::SharedCatalog {
+        &self.catalog
     }
 
     /// The thresholds in force.

@@ -399,7 +399,12 @@ impl Report {
             operations: p.workload().operations(table, seconds),
             relationships: p.workload().relationships(table),
             schemas: crate::schema::section::build(p.schemas(), p.detectors().thresholds()),
-            shard_keys: crate::sharding::section::build(p.shard_keys(), table, p.detectors().thresholds()),
+            shard_keys: crate::sharding::section::build(
+                p.shard_keys(),
+                table,
+                p.detectors().thresholds(),
+                &p.detectors().catalog().lock().unwrap_or_else(|e| e.into_inner()),
+            ),
         }
     }
 }

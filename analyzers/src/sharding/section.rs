@@ -16,13 +16,21 @@
 //! many chunks and keeps the field's targeting. Characteristics are judged on 20 or
 //! more inserted documents; with fewer, nothing is recommended. A collection that is
 //! written and never read is judged by its writes.
+//!
+//! A collection already sharded (its key read from the cluster on the side
+//! connection) has its current key judged beside the candidates, marked `current`;
+//! when it is a bad one (a monotonic ranged key, too few values, one value holding
+//! many documents, or most reads sent to every shard where a candidate would target
+//! them) it is a `bad_shard_key` finding, with the reshard command.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::distribution::{changed_by_writes, distribution, equality_fields, Form, Reads, Writes};
 use super::ShardKeys;
+use crate::detectors::indexes::catalog::{IndexCatalog, ShardKey};
 use crate::detectors::Thresholds;
+use crate::finding::{Draft, Finding, Severity};
 use crate::namespace::is_system;
 use crate::shape::command::Category;
 use crate::table::AccessTable;
@@ -56,13 +64,15 @@ pub struct Candidate {
     /// Why not, when not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_recommended: Option<String>,
+    /// The key the collection is sharded on now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub current: bool,
 }
 
 impl Candidate {
     /// The table row both reports print: key, reads to one shard, reads to every
     /// shard, writes to one shard, distinct values, monotonic, verdict.
     pub fn cells(&self) -> [String; 7] {
-        let pct = |x: f64| format!("{:.0}%", x * 100.0);
         [
             key_text(&self.key),
             pct(self.reads.single_shard),
@@ -70,9 +80,13 @@ impl Candidate {
             pct(self.writes.single_shard),
             self.distinct_values.map_or("-".to_owned(), |d| d.to_string()),
             self.monotonic.map_or("-", |m| if m { "yes" } else { "no" }).to_owned(),
-            self.not_recommended
-                .as_deref()
-                .map_or("recommended".to_owned(), |w| format!("not recommended: {w}")),
+            format!(
+                "{}{}",
+                if self.current { "current key; " } else { "" },
+                self.not_recommended
+                    .as_deref()
+                    .map_or("recommended".to_owned(), |w| format!("not recommended: {w}"))
+            ),
         ]
     }
 }
@@ -85,9 +99,13 @@ pub struct CollectionKeys {
     pub operations: u64,
     pub candidates: Vec<Candidate>,
     pub recommendation: String,
-    /// The command for the first recommended candidate, when one serves most reads.
+    /// The command for the first recommended candidate, when one serves most reads
+    /// (`reshardCollection` when the collection is sharded on a worse key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The key the collection is sharded on now, as the cluster says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_key: Option<Vec<(String, Value)>>,
 }
 
 /// The key as the shell writes it: `{customerId: 1, createdAt: 1}`, names quoted
@@ -97,7 +115,12 @@ pub fn key_text(key: &[(String, Value)]) -> String {
 }
 
 /// The section.
-pub fn build(keys: &ShardKeys, table: &AccessTable, t: &Thresholds) -> Vec<CollectionKeys> {
+pub fn build(
+    keys: &ShardKeys,
+    table: &AccessTable,
+    t: &Thresholds,
+    catalog: &IndexCatalog,
+) -> Vec<CollectionKeys> {
     let rows = table.rows();
     let mut namespaces: Vec<(&str, u64)> = Vec::new();
     for r in rows
@@ -117,7 +140,7 @@ pub fn build(keys: &ShardKeys, table: &AccessTable, t: &Thresholds) -> Vec<Colle
         .into_iter()
         .map(|(ns, operations)| {
             let mine: Vec<&crate::table::Row> = rows.iter().copied().filter(|r| r.namespace == ns).collect();
-            collection(ns, operations, &mine, keys, t)
+            collection(ns, operations, &mine, keys, t, catalog.shard_key(ns))
         })
         .collect()
 }
@@ -128,6 +151,7 @@ fn collection(
     rows: &[&crate::table::Row],
     keys: &ShardKeys,
     t: &Thresholds,
+    current: Option<&ShardKey>,
 ) -> CollectionKeys {
     let values = keys.get(ns);
     let eq = equality_fields(rows);
@@ -137,6 +161,9 @@ fn collection(
             keys_tried.push(k);
         }
     };
+    if let Some(k) = current {
+        push(k.clone());
+    }
     for (f, _, companions) in eq.iter().take(MAX_FIELDS) {
         push(vec![(f.clone(), json!(1))]);
         if let Some(c) = companions.first() {
@@ -190,6 +217,7 @@ fn collection(
             // A compound key splits past its first field: its cardinality and common
             // value do not cap it (a monotonic first field still sends inserts to one shard).
             let single = key.len() == 1;
+            let c_key = key.clone();
             let why = match (distinct, common, mono, form) {
                 (None, _, _, _) => Some(format!(
                     "key characteristics unknown: fewer than {MIN_INSERTS} documents carrying {first} were inserted through mongotap (cardinality and monotonicity are read from inserts)"
@@ -219,6 +247,7 @@ fn collection(
                 monotonic: mono,
                 recommended: why.is_none(),
                 not_recommended: why,
+                current: current == Some(&c_key),
             };
             (score, c)
         })
@@ -231,12 +260,28 @@ fn collection(
             .then(sb.partial_cmp(sa).unwrap_or(std::cmp::Ordering::Equal))
             .then(b.key.len().cmp(&a.key.len()))
     });
+    // The current key is always shown, last when it ranks below the others.
+    if let Some(i) = candidates.iter().position(|(_, c)| c.current).filter(|i| *i >= MAX_SHOWN) {
+        let c = candidates.remove(i);
+        candidates.truncate(MAX_SHOWN - 1);
+        candidates.push(c);
+    }
     candidates.truncate(MAX_SHOWN);
     let mut candidates: Vec<Candidate> = candidates.into_iter().map(|(_, c)| c).collect();
     for (i, c) in candidates.iter_mut().enumerate() {
         c.rank = i + 1;
     }
-    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    if let Some(now) = candidates.iter().find(|c| c.current) {
+        let (recommendation, command) = judge_current(ns, now, &candidates, t);
+        return CollectionKeys {
+            namespace: ns.to_owned(),
+            operations,
+            candidates,
+            recommendation,
+            command,
+            current_key: current.cloned(),
+        };
+    }
     let (recommendation, command) = match candidates.first() {
         Some(best) if best.recommended && best.reads.single_shard >= t.shard_min_single_reads => (
             format!(
@@ -294,7 +339,137 @@ fn collection(
         ),
         None => (format!("No candidate key for {ns}."), None),
     };
-    CollectionKeys { namespace: ns.to_owned(), operations, candidates, recommendation, command }
+    CollectionKeys {
+        namespace: ns.to_owned(),
+        operations,
+        candidates,
+        recommendation,
+        command,
+        current_key: None,
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// Why the current key is a bad one, when it is: its own flaw (monotonic ranged,
+/// too few values, a value holding many documents), or reads sent to every shard
+/// where the best candidate would send most to one.
+fn current_flaw<'c>(
+    now: &Candidate,
+    candidates: &'c [Candidate],
+    t: &Thresholds,
+) -> Option<(String, Option<&'c Candidate>)> {
+    let better = candidates.iter().find(|c| c.recommended && !c.current);
+    // Unknown characteristics (too few inserts seen) say nothing against the key.
+    if let Some(why) = now.not_recommended.as_ref().filter(|_| now.distinct_values.is_some()) {
+        return Some((why.clone(), better));
+    }
+    let b = better.filter(|b| {
+        now.reads.count > 0
+            && now.reads.single_shard < t.shard_min_single_reads
+            && b.reads.single_shard >= t.shard_min_single_reads
+    })?;
+    Some((
+        format!(
+            "{} of its reads go to every shard (scatter-gather) and {} to one, where {} would send {} to one",
+            pct(now.reads.scatter_gather + now.reads.multi_shard),
+            pct(now.reads.single_shard),
+            key_text(&b.key),
+            pct(b.reads.single_shard)
+        ),
+        Some(b),
+    ))
+}
+
+/// The recommendation (and command) for a collection sharded on `now`.
+fn judge_current(
+    ns: &str,
+    now: &Candidate,
+    candidates: &[Candidate],
+    t: &Thresholds,
+) -> (String, Option<String>) {
+    let figures = format!(
+        "{rs} of its reads and {ws} of its writes go to one shard ({sg} of reads to every shard)",
+        rs = pct(now.reads.single_shard),
+        ws = pct(now.writes.single_shard),
+        sg = pct(now.reads.scatter_gather),
+    );
+    match current_flaw(now, candidates, t) {
+        None => {
+            (format!("{ns} is sharded on {}, which suits its traffic: {figures}.", key_text(&now.key)), None)
+        }
+        Some((why, better)) => {
+            let mut text =
+                format!("{ns} is sharded on {}, a poor key: {why}. Now {figures}.", key_text(&now.key));
+            let command = better.map(|b| {
+                text.push_str(&format!(
+                    " Reshard it on {}: {} of reads and {} of writes to one shard (MongoDB 5.0+ reshards online; before, a new collection sharded on it and a copy).",
+                    key_text(&b.key),
+                    pct(b.reads.single_shard),
+                    pct(b.writes.single_shard)
+                ));
+                reshard(ns, &b.key)
+            });
+            (text, command)
+        }
+    }
+}
+
+/// The command that moves `ns` to `key`.
+fn reshard(ns: &str, key: &[(String, Value)]) -> String {
+    format!("db.adminCommand({{reshardCollection: {}, key: {}}})", json!(ns), key_text(key))
+}
+
+/// `bad_shard_key` findings: the collections sharded on a poor key, with the
+/// figures of the key and of the better one.
+pub fn findings(
+    keys: &ShardKeys,
+    table: &AccessTable,
+    t: &Thresholds,
+    catalog: &IndexCatalog,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for c in build(keys, table, t, catalog) {
+        let Some(now) = c.candidates.iter().find(|k| k.current) else { continue };
+        let Some((why, better)) = current_flaw(now, &c.candidates, t) else { continue };
+        // Its own flaw (a hot shard, jumbo chunks) is high; reads that scatter, medium.
+        let own = now.not_recommended.is_some() && now.distinct_values.is_some();
+        let severity = if own { Severity::High } else { Severity::Medium };
+        let figures = |k: &Candidate| {
+            json!({"key": key_text(&k.key), "reads": k.reads, "writes": k.writes,
+            "distinct_values": k.distinct_values, "most_common_share": k.most_common_share, "monotonic": k.monotonic})
+        };
+        out.push(
+            Draft {
+                kind: "bad_shard_key",
+                severity,
+                namespace: &c.namespace,
+                shapes: &[],
+                evidence: json!({
+                    "count": c.operations,
+                    "inserts": keys.get(&c.namespace).map_or(0, |v| v.inserts),
+                    "current_key": key_text(&now.key),
+                    "why": why,
+                    "reads_to_one_shard": now.reads.single_shard,
+                    "reads_to_every_shard": now.reads.scatter_gather,
+                    "writes_to_one_shard": now.writes.single_shard,
+                    "current": figures(now),
+                    "better": better.map(figures),
+                    "thresholds": {"shard_min_distinct": t.shard_min_distinct,
+                    "shard_max_common_share": t.shard_max_common_share,
+                    "shard_monotonic_share": t.shard_monotonic_share,
+                    "shard_min_single_reads": t.shard_min_single_reads},
+                }),
+                recommendation: c.recommendation.clone(),
+                fix: c.command.clone(),
+                extra: vec![("key", json!(now.key)), ("field", json!(now.key[0].0))],
+            }
+            .finding(),
+        );
+    }
+    out
 }
 
 /// The not-recommended candidates, in words.
@@ -316,27 +491,10 @@ mod tests {
 
     #[test]
     fn orders_queried_by_customer_rank_the_customer_first_with_hand_computed_shares() {
-        let mut s = Script::new();
-        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
-        for i in 0..120i64 {
-            let status = ["placed", "paid"][(i % 2) as usize];
-            let d = doc! {"_id": ObjectId::new(), "customerId": (i * 97) % 150, "status": status,
-            "createdAt": DateTime::from_millis(1_700_000_000_000 + i * 60_000)};
-            s.exchange(
-                c,
-                doc! {"insert": "orders", "documents": [d], "$db": "shop"},
-                doc! {"n": 1, "ok": 1.0},
-            );
-        }
-        // 60 reads by customer sorted by date, 20 by _id, 10 by a date range;
-        // 8 updates by _id setting the status, 2 updateMany by status.
-        for i in 0..60 {
-            s.exchange(
-                c,
-                doc! {"find": "orders", "filter": {"customerId": i}, "sort": {"createdAt": -1}, "$db": "shop"},
-                doc! {"cursor": {"id": 0_i64, "ns": "shop.orders", "firstBatch": []}, "ok": 1.0},
-            );
-        }
+        // 120 orders, 60 reads by customer sorted by date (the script), then 20 by
+        // _id, 10 by a date range; 8 updates by _id setting the status, 2 updateMany
+        // by status.
+        let (mut s, c) = orders_script();
         for _ in 0..20 {
             s.find(c, "shop.orders", doc! {"_id": ObjectId::new()}, vec![]);
         }
@@ -395,6 +553,96 @@ mod tests {
         assert_eq!((status.distinct_values, status.most_common_share), (Some(2), Some(0.5)));
         assert!(!status.recommended);
         assert_eq!(status.writes.shard_key_updates, 0.077, "the 10 updates set the status");
+    }
+
+    /// Orders of 150 customers inserted in time order (two statuses), read by
+    /// customer newest first, and the connection.
+    fn orders_script() -> (Script, crate::event::ConnId) {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+        for i in 0..120i64 {
+            let status = ["placed", "paid"][(i % 2) as usize];
+            let d = doc! {"_id": ObjectId::new(), "customerId": (i * 97) % 150, "status": status,
+            "createdAt": DateTime::from_millis(1_700_000_000_000 + i * 60_000)};
+            s.exchange(
+                c,
+                doc! {"insert": "orders", "documents": [d], "$db": "shop"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+        }
+        for i in 0..60 {
+            s.exchange(
+                c,
+                doc! {"find": "orders", "filter": {"customerId": i}, "sort": {"createdAt": -1}, "$db": "shop"},
+                doc! {"cursor": {"id": 0_i64, "ns": "shop.orders", "firstBatch": []}, "ok": 1.0},
+            );
+        }
+        (s, c)
+    }
+
+    #[test]
+    fn a_collection_sharded_on_its_creation_date_is_a_bad_shard_key_and_on_its_customer_is_not() {
+        let p = orders_script().0.run();
+        p.detectors().catalog().lock().unwrap().set_shard_key(
+            "shop.orders",
+            Some(vec![("createdAt".into(), json!(1))]),
+            0,
+        );
+        let report = Report::build(&p, RunFacts::default());
+        let orders = report.shard_keys.iter().find(|c| c.namespace == "shop.orders").expect("orders");
+        let now = orders.candidates.iter().find(|c| c.current).expect("the current key is shown");
+        assert_eq!((now.monotonic, now.recommended), (Some(true), false));
+        assert_eq!(orders.current_key, Some(vec![("createdAt".to_owned(), json!(1))]));
+        assert_eq!(
+            orders.command.as_deref(),
+            Some("db.adminCommand({reshardCollection: \"shop.orders\", key: {customerId: 1, createdAt: 1}})")
+        );
+        assert!(
+            orders
+                .recommendation
+                .starts_with("shop.orders is sharded on {createdAt: 1}, a poor key: monotonic"),
+            "{}",
+            orders.recommendation
+        );
+        let bad: Vec<_> = report.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
+        assert_eq!(bad.len(), 1, "{:?}", report.findings);
+        assert_eq!(bad[0].severity, "high");
+        assert_eq!(bad[0].evidence["inserts"], 120);
+        assert_eq!(bad[0].evidence["reads_to_one_shard"], 0.0);
+        assert_eq!(bad[0].evidence["better"]["reads"]["single_shard"], 1.0);
+        assert_eq!(bad[0].fix, orders.command);
+
+        // Sharded on the customer: judged, said to suit, no finding.
+        let p = orders_script().0.run();
+        let key = vec![("customerId".to_owned(), json!(1)), ("createdAt".to_owned(), json!(1))];
+        p.detectors().catalog().lock().unwrap().set_shard_key("shop.orders", Some(key.clone()), 0);
+        let report = Report::build(&p, RunFacts::default());
+        let orders = report.shard_keys.iter().find(|c| c.namespace == "shop.orders").expect("orders");
+        assert!(orders.candidates[0].current && orders.candidates[0].key == key);
+        assert!(orders.recommendation.contains("which suits its traffic"), "{}", orders.recommendation);
+        assert_eq!(orders.command, None);
+        assert!(report.findings.iter().all(|f| f.kind != "bad_shard_key"));
+
+        // A key of a field the reads never give sends them all to every shard, where
+        // the customer would send them to one.
+        let p = orders_script().0.run();
+        p.detectors().catalog().lock().unwrap().set_shard_key(
+            "shop.orders",
+            Some(vec![("region".into(), json!("hashed"))]),
+            0,
+        );
+        let report = Report::build(&p, RunFacts::default());
+        let bad: Vec<_> = report.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
+        assert_eq!(bad.len(), 1, "{:?}", report.findings);
+        assert_eq!(
+            bad[0].severity, "medium",
+            "its characteristics are unknown (no insert carried it): the reads decide"
+        );
+        assert!(
+            bad[0].recommendation.contains("100% of its reads go to every shard"),
+            "{}",
+            bad[0].recommendation
+        );
     }
 
     #[test]

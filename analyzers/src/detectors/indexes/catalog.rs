@@ -116,6 +116,8 @@ struct Reads {
     last: Option<Micros>,
     /// A read asked for by a change on the wire, not before this time.
     asked: Option<Micros>,
+    /// When its shard key was last read (on a sharded cluster).
+    key_read: Option<Micros>,
 }
 
 /// Per collection: its history of indexes, and whether the side connection should
@@ -142,7 +144,14 @@ pub struct IndexCatalog {
     samples: VecDeque<Sample>,
     sampled: HashSet<u64>,
     explained: HashMap<u64, Explained>,
+    /// The sharded collections among those read, with their key as the cluster's
+    /// `config.collections` holds it (read through `mongos` on the side connection).
+    shard_keys: BTreeMap<String, ShardKey>,
 }
+
+/// A collection's current shard key, as `sh.shardCollection` took it: (field, 1 or
+/// `"hashed"`) in order.
+pub type ShardKey = Vec<(String, serde_json::Value)>;
 
 /// The catalog as the advisor and the side connection share it.
 pub type SharedCatalog = Arc<Mutex<IndexCatalog>>;
@@ -281,7 +290,8 @@ impl IndexCatalog {
     /// What `listIndexes` said of `namespace` at `at` (no index: no collection).
     pub fn install(&mut self, namespace: &str, indexes: Vec<IndexSpec>, source: Source, at: Micros) {
         if source == Source::SideConnection {
-            self.wanted.insert(namespace.to_owned(), Reads { last: Some(at), asked: None });
+            let r = self.wanted.entry(namespace.to_owned()).or_default();
+            (r.last, r.asked) = (Some(at), None);
         }
         let exists = !indexes.is_empty();
         self.push(namespace, indexes, exists, source, at);
@@ -291,7 +301,7 @@ impl IndexCatalog {
     /// view, no privilege): it asks again at the next refresh; what is known stays.
     pub fn read_without_answer(&mut self, namespace: &str, at: Micros) {
         if let Some(w) = self.wanted.get_mut(namespace) {
-            *w = Reads { last: Some(at), asked: None };
+            (w.last, w.asked) = (Some(at), None);
         }
     }
 
@@ -368,8 +378,55 @@ impl IndexCatalog {
         }
     }
 
-    /// A change in a collection's life (see [`crate::namespace`]).
+    /// Collections whose shard key is due a read at `now`: never read, or read
+    /// `refresh` ago or more. Apart from [`IndexCatalog::due`]: the wire may tell
+    /// every index of a collection, never how it is sharded.
+    pub fn shard_keys_due(&self, now: Micros, refresh: Micros) -> Vec<String> {
+        self.wanted
+            .iter()
+            .filter(|(ns, r)| {
+                !self.absent(ns) && r.key_read.is_none_or(|at| now.saturating_sub(at) >= refresh)
+            })
+            .map(|(ns, _)| ns.clone())
+            .collect()
+    }
+
+    /// What the cluster said of `namespace` at `at`: sharded on `key`, or not sharded.
+    pub fn set_shard_key(&mut self, namespace: &str, key: Option<ShardKey>, at: Micros) {
+        if let Some(r) = self.wanted.get_mut(namespace) {
+            r.key_read = Some(at);
+        }
+        match key {
+            Some(k) if self.shard_keys.len() < MAX_COLLECTIONS || self.shard_keys.contains_key(namespace) => {
+                self.shard_keys.insert(namespace.to_owned(), k);
+            }
+            Some(_) => self.evicted += 1,
+            None => {
+                self.shard_keys.remove(namespace);
+            }
+        }
+    }
+
+    /// `namespace`'s current shard key, when the cluster said it is sharded.
+    pub fn shard_key(&self, namespace: &str) -> Option<&ShardKey> {
+        self.shard_keys.get(namespace)
+    }
+
+    /// A change in a collection's life (see [`crate::namespace`]). A dropped
+    /// collection is no longer sharded; a renamed one keeps its key (MongoDB 5.0+).
     pub fn lifecycle(&mut self, change: &Change, at: Micros) {
+        match change {
+            Change::Dropped(ns) => {
+                self.shard_keys.remove(ns);
+            }
+            Change::DatabaseDropped(db) => self.shard_keys.retain(|ns, _| !ns.starts_with(&format!("{db}."))),
+            Change::Renamed { from, to } => {
+                if let Some(k) = self.shard_keys.remove(from) {
+                    self.shard_keys.insert(to.clone(), k);
+                }
+            }
+            _ => {}
+        }
         match change {
             Change::Dropped(ns) => self.push(ns, Vec::new(), false, Source::TrafficLifecycle, at),
             Change::DatabaseDropped(db) => {
