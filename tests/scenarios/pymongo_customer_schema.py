@@ -11,6 +11,11 @@
   some teams write them: schemaVersion named as the version field.
 - release (S5): a `version` string naming the app release that last saved the document ("3.2.0", "3.2.1",
   "3.3.0"), the same fields in every release: a version-like string that partitions nothing. No version field.
+- renamed (S6): a rename left half done, with no version field: the old code saved 50 customers with a
+  `phone`, the new code saves 40 more with a `mobile` instead; both are read back by email. schema_drift on
+  DB.customers, field mobile (the old field phone), with the $rename that finishes it.
+- either (S7): customers give a phone or a telegram handle, whichever they have, saved interleaved: two field
+  sets by design, no drift.
 - lock (S3): an optimistic lock's `version` counter bumped on every save: the values change, the fields do not.
   No finding, and no version field in the schemas section.
 """
@@ -20,7 +25,7 @@ import pymongo
 
 from common import args, check, fresh_db
 
-uri, dbname, mode = args(modes=("drift", "versions", "text_versions", "release", "lock"))
+uri, dbname, mode = args(modes=("drift", "versions", "text_versions", "release", "renamed", "either", "lock"))
 client, db = fresh_db(uri, dbname)
 now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 db.customers.create_index("email", unique=True)  # the reads below are served: only the schema is at stake
@@ -49,6 +54,14 @@ elif mode == "text_versions":
 elif mode == "release":
     releases = ["3.2.0", "3.2.1", "3.3.0"]
     db.customers.insert_many([customer(i, version=releases[i % 3], phone=f"555-{i:04}") for i in range(60)])
+elif mode == "renamed":
+    for i in range(50):
+        db.customers.insert_one(customer(i, phone=f"555-{i:04}"))
+    for i in range(50, 90):
+        db.customers.insert_one(customer(i, mobile=f"555-{i:04}"))
+elif mode == "either":
+    for i in range(90):
+        db.customers.insert_one(customer(i, **({"telegram": f"@c{i}"} if i % 3 == 0 else {"phone": f"555-{i:04}"})))
 else:
     db.customers.insert_many([customer(i, version=0) for i in range(60)])
     for i in range(0, 60, 2):

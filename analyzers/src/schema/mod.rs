@@ -20,6 +20,7 @@
 
 pub mod section;
 pub mod validator;
+pub mod variants;
 pub mod versions;
 
 use bson::RawDocument;
@@ -158,6 +159,8 @@ pub struct Collection {
     writers: Vec<(String, Option<String>)>,
     /// The schema versioning pattern's version field, if the documents carry one.
     pub versions: versions::Versions,
+    /// The documents' top-level field sets, for migrations no version field marks.
+    pub variants: variants::Variants,
     /// Documents offered: written or returned whole, walked or not.
     pub offered: u64,
     /// Operations that offered documents, for the one-in-[`WALK_EVERY`] sample.
@@ -200,6 +203,26 @@ impl Collection {
         })
     }
 
+    /// The half-done migrations no version field marks (see [`variants`]), each
+    /// with the fields only its old documents carry and only its new ones, judged on
+    /// field sets of at least `min` documents.
+    pub fn migrations(&self, min: u64) -> Vec<(variants::Migration, Vec<&str>, Vec<&str>)> {
+        if self.versions.field.is_some() && self.versions.partitions(min) {
+            return Vec::new();
+        }
+        let names = |mask: u64| -> Vec<&str> {
+            self.variants.fields_of(mask).into_iter().map(|i| self.fields[i].path.as_str()).collect()
+        };
+        self.variants
+            .migrations(min)
+            .into_iter()
+            .map(|m| {
+                let (old, new) = (names(m.only_old), names(m.only_new));
+                (m, old, new)
+            })
+            .collect()
+    }
+
     /// The top-level field names seen.
     pub fn top_level(&self) -> impl Iterator<Item = &str> {
         self.fields.iter().map(|f| f.path.as_str()).filter(|p| !p.contains('.'))
@@ -230,6 +253,7 @@ impl Collection {
         self.epoch_documents = 0;
         self.written = 0;
         self.versions = versions::Versions::default();
+        self.variants.clear();
         for f in &mut self.fields {
             f.present = 0;
             f.types.clear();
@@ -298,9 +322,15 @@ impl Collection {
         self.written += u64::from(writer.is_some());
         let version = self.versions.of(doc);
         let mut path = Vec::with_capacity(64);
-        let mut doc_walk =
-            Walk { n: self.documents, writer: writer.unwrap_or(0), written: writer.is_some(), version };
+        let mut doc_walk = Walk {
+            n: self.documents,
+            writer: writer.unwrap_or(0),
+            written: writer.is_some(),
+            version,
+            seen: variants::Seen::default(),
+        };
         self.walk(doc, &mut path, 0, &mut doc_walk);
+        self.variants.add(doc_walk.seen, self.documents, writer.is_some());
     }
 
     fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
@@ -322,7 +352,14 @@ impl Collection {
     fn value(&mut self, e: &Element<'_>, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
         let array_len =
             (e.kind == 0x04).then(|| e.as_array().map_or(0, |a| element::elements(a).count() as u64));
-        if let Some(i) = self.slot(path) {
+        let slot = self.slot(path);
+        if depth == 0 {
+            match slot {
+                Some(i) => self.variants.see(&mut w.seen, i, e),
+                None => w.seen.partial = true,
+            }
+        }
+        if let Some(i) = slot {
             let f = &mut self.fields[i];
             if f.last_document != w.n {
                 f.last_document = w.n;
@@ -377,12 +414,14 @@ impl Collection {
     }
 }
 
-/// One document's walk: its number, its writer's bit and its version's index.
+/// One document's walk: its number, its writer's bit, its version's index and its
+/// top-level field set.
 struct Walk {
     n: u64,
     writer: u16,
     written: bool,
     version: Option<usize>,
+    seen: variants::Seen,
 }
 
 /// A query's or an update's path as documents hold it: positions (`lines.0.sku`) and

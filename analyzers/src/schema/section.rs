@@ -33,6 +33,10 @@ pub struct CollectionSchema {
     /// The schema versioning pattern's field, when its values split the field sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<VersionsSeen>,
+    /// Field sets that say a migration was left half done (no version field tells
+    /// the old documents from the new).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub migrations: Vec<MigrationSeen>,
     /// Who wrote the documents: "app (driver)".
     #[serde(default)]
     pub writers: Vec<String>,
@@ -92,6 +96,16 @@ pub struct VersionsSeen {
     pub fields_of: BTreeMap<String, Vec<String>>,
 }
 
+/// A half-done migration: the fields only the old documents carry, and only the new.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MigrationSeen {
+    pub old_fields: Vec<String>,
+    pub new_fields: Vec<String>,
+    /// Documents seen (written or read) of each set.
+    pub old_documents: u64,
+    pub new_documents: u64,
+}
+
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -149,6 +163,16 @@ pub fn build(schemas: &Schemas, t: &Thresholds) -> Vec<CollectionSchema> {
                 fields,
                 fields_refused: c.refused_paths,
                 versions,
+                migrations: c
+                    .migrations(t.drift_min_documents)
+                    .into_iter()
+                    .map(|(m, old, new)| MigrationSeen {
+                        old_fields: old.into_iter().map(str::to_owned).collect(),
+                        new_fields: new.into_iter().map(str::to_owned).collect(),
+                        old_documents: c.variants.variants[m.old].documents,
+                        new_documents: c.variants.variants[m.new].documents,
+                    })
+                    .collect(),
                 writers: c.writers(u16::MAX),
                 fix: validator.as_ref().map(|v| validator::command(ns, v)),
                 validator,

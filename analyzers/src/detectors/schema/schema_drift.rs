@@ -11,6 +11,13 @@
 //! are per epoch (see [`crate::schema`]): a test suite's re-created collections
 //! never compare one case's model with another's. Who wrote each type comes from
 //! the handshakes of the connections that wrote it.
+//!
+//! The other drift: documents in two field sets with no version field to tell them
+//! apart, the new set written only after the last write of the old while the old
+//! documents are still read (a rename or restructure left half done; see
+//! [`crate::schema::variants`]). Readers handle both, and queries on the new field
+//! miss the old documents. The guides' answer: finish the migration, or mark the
+//! versions (the schema versioning pattern).
 
 use serde_json::json;
 
@@ -179,9 +186,81 @@ impl Detector for SchemaDrift {
                     .finding(),
                 );
             }
+            out.extend(migrations(ns, c, t));
         }
         out
     }
+}
+
+/// The main type family of the field `name`.
+fn main_family(c: &Collection, name: &str) -> Option<&'static str> {
+    c.field(name).and_then(|f| families(f).first().map(|(n, _)| *n))
+}
+
+/// The half-done migrations of `ns`, as findings.
+fn migrations(ns: &str, c: &Collection, t: &crate::detectors::Thresholds) -> Vec<Finding> {
+    let coll = collection(ns);
+    let mut out = Vec::new();
+    for (m, old, new) in c.migrations(t.drift_min_documents) {
+        let (o, n) = (&c.variants.variants[m.old], &c.variants.variants[m.new]);
+        let list = |f: &[&str]| f.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", ");
+        let recommendation = format!(
+            "{ns} holds documents of two field sets and no version field to tell them apart: {old_f} in {ow} written and {or} read (none written since the other set appeared), {new_f} instead in {nw} written since. A migration was left half done: every reader handles both, and a query on {new_f} misses the old documents. Finish it (below), or mark the versions (the schema versioning pattern: a schemaVersion field the new code writes, old documents migrated as they are read), then apply the schemas section's validator for {ns}.",
+            ow = o.written,
+            or = o.documents - o.written,
+            nw = n.written,
+            old_f = list(&old),
+            new_f = list(&new),
+        );
+        let same_type = old.len() == 1 && new.len() == 1 && main_family(c, old[0]) == main_family(c, new[0]);
+        let fix = if same_type {
+            format!(
+                "// a rename: move the old documents' {o} to {n} (try it on a copy first)
+db.{coll}.updateMany(
+  {{ {o:?}: {{ $exists: true }}, {n:?}: {{ $exists: false }} }},
+  {{ $rename: {{ {o:?}: {n:?} }} }}
+)",
+                o = old[0],
+                n = new[0],
+            )
+        } else {
+            let exists = |f: &[&str]| {
+                f.iter().map(|x| format!("{x:?}: {{ $exists: true }}")).collect::<Vec<_>>().join(", ")
+            };
+            format!(
+                "// mark the versions (the new code writes schemaVersion: 2 from now on):
+db.{coll}.updateMany({{ {old} }}, {{ $set: {{ schemaVersion: 1 }} }})
+db.{coll}.updateMany({{ {new} }}, {{ $set: {{ schemaVersion: 2 }} }})
+// then migrate the schemaVersion 1 documents in the application as they are read, or in a batch",
+                old = exists(&old),
+                new = exists(&new),
+            )
+        };
+        out.push(
+            Draft {
+                kind: "schema_drift",
+                severity: Severity::Medium,
+                namespace: ns,
+                shapes: &[],
+                evidence: json!({
+                    "count": o.documents,
+                    "old_fields": old,
+                    "new_fields": new,
+                    "old_documents_seen": o.documents,
+                    "new_documents_seen": n.documents,
+                    "old_written": o.written,
+                    "new_written": n.written,
+                    "documents_seen": c.epoch_documents,
+                    "thresholds": {"drift_min_documents": t.drift_min_documents},
+                }),
+                recommendation,
+                fix: Some(fix),
+                extra: vec![("field", json!(new[0])), ("old_fields", json!(old))],
+            }
+            .finding(),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -242,6 +321,41 @@ mod tests {
         for i in 0..30 {
             insert(&mut s, c, doc! {"_id": i, "sku": 7});
         }
+        assert!(drift(s).is_empty());
+    }
+
+    #[test]
+    fn a_rename_left_half_done_is_a_drift_and_subtypes_one_after_the_other_are_not() {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.1:50000", "shop", "PyMongo 4.20.1");
+        for i in 0..30 {
+            insert(&mut s, c, doc! {"_id": i, "name": "n", "phone": "p"});
+        }
+        for i in 30..60 {
+            insert(&mut s, c, doc! {"_id": i, "name": "n", "mobile": "p"});
+        }
+        let both =
+            vec![doc! {"_id": 1, "name": "n", "phone": "p"}, doc! {"_id": 40, "name": "n", "mobile": "p"}];
+        s.find(c, "shop.products", doc! {}, both);
+        let f = drift(s);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].extra["field"].as_str(), f[0].evidence["old_documents_seen"].as_u64()),
+            (Some("mobile"), Some(31))
+        );
+        assert!(f[0].fix.as_deref().unwrap().contains(r#"$rename: { "phone": "mobile" }"#), "{:?}", f[0].fix);
+
+        // mongoengine's subtypes: employees, then students, each with its _cls.
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.1:50000", "shop", "MongoEngine");
+        for i in 0..30 {
+            insert(&mut s, c, doc! {"_id": i, "_cls": "Person.Employee", "name": "n", "salary": 1});
+        }
+        for i in 30..60 {
+            insert(&mut s, c, doc! {"_id": i, "_cls": "Person.Student", "name": "n", "school": "s"});
+        }
+        let both = vec![doc! {"_id": 1, "_cls": "Person.Employee", "name": "n", "salary": 1}];
+        s.find(c, "shop.products", doc! {}, both);
         assert!(drift(s).is_empty());
     }
 
