@@ -222,7 +222,7 @@ impl Pipeline {
                 operations: 0,
                 last_shape: None,
                 epochs: Epochs::default(),
-                schemas: Schemas::default(),
+                schemas: Schemas::showing_values(table.show_values),
                 shard_keys: ShardKeys::default(),
                 workload: Workload::new(detectors.thresholds()),
                 detectors,

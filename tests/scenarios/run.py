@@ -193,6 +193,9 @@ def score_workload(scenario, report, db):
     - an expected schema {"namespace", "version_field", "required", "not_required"}: a version field named is
       a TP when the schemas section names it (null: an FP when it names any); the inferred validator's
       `required` must hold every field of "required" (TP, else FN) and none of "not_required" (else FP);
+      "enums" fields must be marked as having few values (TP, else FN), "not_enums" must not (else FP), and
+      "enum" {field: [values]} must be the validator's `enum` for the field (scenarios run with
+      "show_values": true, which starts mongotap with --show-values);
     - an expected shard_keys item: "first" (the rank-1 key's first field), "monotonic" / "not_recommended"
       (ranged candidates so marked: TP, else FN), "not_monotonic" (marked monotonic: FP), "scatter_gather".
     """
@@ -233,6 +236,18 @@ def score_workload(scenario, report, db):
             (tp if set(want["required"]) <= set(required) else fn).append({**item, "reported": required})
         for field in set(want.get("not_required", [])) & set(required):
             fp.append({"kind": "validator", "namespace": want["namespace"], "field": field, "reported": required})
+        fields = {f["path"]: f for f in seen.get("fields") or []}
+        for field in want.get("enums", []):
+            item = {"kind": "enum", "namespace": want["namespace"], "field": field}
+            (tp if (fields.get(field) or {}).get("enum_values") else fn).append(item)
+        for field in want.get("not_enums", []):
+            if (fields.get(field) or {}).get("enum_values"):
+                fp.append({"kind": "enum", "namespace": want["namespace"], "field": field})
+        props = ((seen.get("validator") or {}).get("$jsonSchema") or {}).get("properties") or {}
+        for field, values in (want.get("enum") or {}).items():
+            got = (props.get(field) or {}).get("enum")
+            item = {"kind": "enum", "namespace": want["namespace"], "field": field, "reported": got}
+            (tp if got == values else fn).append(item)
     sections = {c["namespace"]: c for c in report.get("shard_keys") or []}
     for want in substitute(scenario.get("shard_keys", []), {"db": db}):
         seen = sections.get(want["namespace"]) or {}
@@ -289,7 +304,8 @@ def run_scenario(scenario, args, upstream_port, upstream, workdir, tool_paths):
     report = workdir / f"{name}.report.json"
     report.unlink(missing_ok=True)
     proxy = start([str(args.mongotap), "proxy", "--listen", f"127.0.0.1:{port}",
-                   "--upstream", f"127.0.0.1:{upstream_port}", "--admin", "off", "--report-json", str(report)],
+                   "--upstream", f"127.0.0.1:{upstream_port}", "--admin", "off", "--report-json", str(report)]
+                  + (["--show-values"] if scenario.get("show_values") else []),
                   workdir / f"{name}.mongotap.log", cwd=ROOT)
     client = None
     try:
@@ -449,7 +465,8 @@ def main():
         mine = [(s, r) for s, r in rows if s["client"] == client]
         positive = lambda s: s["expect"] or s.get("operations") or any(  # noqa: E731
             "verdict" in r for r in s.get("relationships", [])) or any(
-            c.get("version_field") or c.get("required") for c in s.get("schemas", [])) or s.get("shard_keys")
+            c.get("version_field") or c.get("required") or c.get("enums") or c.get("enum")
+            for c in s.get("schemas", [])) or s.get("shard_keys")
         pos = [(s, r) for s, r in mine if positive(s)]
         neg = [(s, r) for s, r in mine if not positive(s)]
         clean = lambda group: sum(1 for _, r in group if r is not None and not r[1] and not r[2])  # noqa: E731

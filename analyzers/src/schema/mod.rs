@@ -18,6 +18,7 @@
 //! walked, then those of one operation in [`WALK_EVERY`] (in [`WALK_RARELY`] once
 //! [`WALK_MANY`] were walked); a path an update sets is known without a walk.
 
+pub mod enums;
 pub mod section;
 pub mod validator;
 pub mod variants;
@@ -31,6 +32,7 @@ use crate::namespace::Change as Lifecycle;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
 use crate::statements::{self, Change};
+use crate::values::Keyed;
 use crate::view::OpView;
 
 /// Collections followed at most.
@@ -50,6 +52,8 @@ const WALK_MANY: u64 = 4_096;
 const WALK_RARELY: u64 = 128;
 /// Writers (app and driver) told apart per collection: one bit each in a type's count.
 const MAX_WRITERS: usize = 16;
+/// String fields per collection whose values are followed (for an `enum`).
+const MAX_STRING_FIELDS: u32 = 32;
 
 /// Values of one BSON type at a path, and who wrote them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +90,8 @@ pub struct Field {
     pub removed: bool,
     /// Updates increment it (`$inc`): a counter (a lock's version), not a schema version.
     pub incremented: bool,
+    /// For strings: the written values while they are few (an `enum`).
+    pub strings: Option<Box<enums::Strings>>,
     /// The last document (its number in the collection) that counted it present.
     last_document: u64,
 }
@@ -173,6 +179,13 @@ pub struct Collection {
     /// Keys that read as values, not field names (an email, an id in hex, a
     /// number): neither kept nor walked into, so no value becomes a "field".
     pub value_keys: u64,
+    /// Hashes values (an enum's, a discriminator's) under the run's key.
+    keyed: Keyed,
+    /// Keep short string values' text (`--show-values`).
+    show_values: bool,
+    /// String fields whose values are followed, and those refused past the bound.
+    string_fields: u32,
+    pub string_fields_refused: u64,
 }
 
 impl Collection {
@@ -254,7 +267,9 @@ impl Collection {
         self.written = 0;
         self.versions = versions::Versions::default();
         self.variants.clear();
+        self.string_fields = 0;
         for f in &mut self.fields {
+            f.strings = None;
             f.present = 0;
             f.types.clear();
             f.array_lengths = None;
@@ -355,7 +370,7 @@ impl Collection {
         let slot = self.slot(path);
         if depth == 0 {
             match slot {
-                Some(i) => self.variants.see(&mut w.seen, i, e),
+                Some(i) => self.variants.see(&mut w.seen, i, e, &self.keyed),
                 None => w.seen.partial = true,
             }
         }
@@ -367,6 +382,9 @@ impl Collection {
                 if let Some(v) = w.version {
                     self.versions.present(v, i);
                 }
+            }
+            if e.kind == 0x02 && w.written {
+                self.string_value(i, e);
             }
             let f = &mut self.fields[i];
             f.container |= matches!(e.kind, 0x03 | 0x04);
@@ -414,6 +432,27 @@ impl Collection {
     }
 }
 
+impl Collection {
+    /// Counts a written string value of field `i`, while the field's values are
+    /// followed (the first [`MAX_STRING_FIELDS`] string fields).
+    fn string_value(&mut self, i: usize, e: &Element<'_>) {
+        let f = &mut self.fields[i];
+        if f.strings.is_none() {
+            if self.string_fields >= MAX_STRING_FIELDS {
+                self.string_fields_refused += 1;
+                return;
+            }
+            self.string_fields += 1;
+            f.strings = Some(Box::default());
+        }
+        let text = if self.show_values { e.as_str() } else { None };
+        // The value's bytes hold its length and text: hashed whole.
+        if let Some(s) = f.strings.as_mut() {
+            s.add(&self.keyed, e.value, text);
+        }
+    }
+}
+
 /// One document's walk: its number, its writer's bit, its version's index and its
 /// top-level field set.
 struct Walk {
@@ -451,9 +490,16 @@ pub struct Schemas {
     last: usize,
     /// Collections refused past the bound.
     pub refused_collections: u64,
+    /// Keep short string values' text for the validator's `enum` (`--show-values`).
+    show_values: bool,
 }
 
 impl Schemas {
+    /// Schemas that keep short string values' text (`--show-values`) when `show`.
+    pub fn showing_values(show: bool) -> Schemas {
+        Schemas { show_values: show, ..Schemas::default() }
+    }
+
     /// What is known of `namespace`'s documents.
     pub fn get(&self, namespace: &str) -> Option<&Collection> {
         self.index.get(namespace).map(|i| &self.collections[*i].1)
@@ -475,7 +521,8 @@ impl Schemas {
                 return None;
             }
             None => {
-                self.collections.push((namespace.to_owned(), Collection::default()));
+                let c = Collection { show_values: self.show_values, ..Collection::default() };
+                self.collections.push((namespace.to_owned(), c));
                 self.index.insert(namespace.to_owned(), self.collections.len() - 1);
                 self.collections.len() - 1
             }

@@ -65,12 +65,24 @@ pub struct FieldSchema {
     /// For arrays: lengths seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_lengths: Option<Lengths>,
+    /// For a string field of a few values (an enum): how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<usize>,
+    /// Those values, only with `--show-values` (and then in the validator's `enum`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<String>>,
 }
 
 impl FieldSchema {
-    /// "int 36, string 2", as both reports print it.
+    /// "int 36, string 2" (and an enum's values, or their number), as both
+    /// reports print it.
     pub fn types_text(&self) -> String {
-        self.types.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ")
+        let types = self.types.iter().map(|(t, n)| format!("{t} {n}")).collect::<Vec<_>>().join(", ");
+        match (&self.values, self.enum_values) {
+            (Some(v), _) => format!("{types}; one of {}", v.join(", ")),
+            (None, Some(n)) => format!("{types}; one of {n} values (--show-values lists them)"),
+            _ => types,
+        }
     }
 
     /// "min / mean / max" for arrays, empty otherwise.
@@ -135,6 +147,9 @@ pub fn build(schemas: &Schemas, t: &Thresholds) -> Vec<CollectionSchema> {
                             mean: round(sum as f64 / n.max(1) as f64),
                             max,
                         }),
+                        enum_values: validator::enum_size(f, t.validator_min_documents),
+                        values: validator::enum_values(f, t.validator_min_documents)
+                            .map(|v| v.into_iter().map(str::to_owned).collect()),
                     }
                 })
                 .collect();

@@ -16,7 +16,10 @@
 //! - with a version field (the schema versioning pattern), each version's own
 //!   required fields go in a `oneOf` branch keyed by its value.
 //!
-//! `enum` is not inferred: its values would be literals, which reports never hold.
+//! - `enum` lists a string field's values when it has a few, each written more than
+//!   once (see [`super::enums`]), and only with `--show-values`: values are
+//!   literals, which reports otherwise never hold (the schemas section then says how
+//!   many values the field has).
 
 use serde_json::{json, Map, Value};
 
@@ -91,8 +94,21 @@ fn round_bound(max: u64) -> u64 {
     }
 }
 
+/// The number of values of an enum field (`f` holds strings, and nulls at most),
+/// judged on at least `min_written` written values.
+pub fn enum_size(f: &Field, min_written: u64) -> Option<usize> {
+    let only_strings = families(f).iter().all(|(name, _)| *name == "string");
+    f.strings.as_ref().filter(|_| only_strings && f.path != "_id")?.enum_size(min_written)
+}
+
+/// The values of an enum field, sorted, when they are known (`--show-values`).
+pub fn enum_values(f: &Field, min_written: u64) -> Option<Vec<&str>> {
+    enum_size(f, min_written)?;
+    f.strings.as_ref()?.texts()
+}
+
 /// The schema of one field, without its sub-fields.
-fn field_schema(f: &Field) -> Option<Map<String, Value>> {
+fn field_schema(f: &Field, enum_min: u64) -> Option<Map<String, Value>> {
     let fams = families(f);
     let main = fams.first()?.0;
     let total: u64 = fams.iter().map(|(_, n)| n).sum();
@@ -106,6 +122,13 @@ fn field_schema(f: &Field) -> Option<Map<String, Value>> {
     }
     let mut m = Map::new();
     m.insert("bsonType".into(), if types.len() == 1 { types.remove(0) } else { Value::Array(types) });
+    if let Some(values) = enum_values(f, enum_min) {
+        let mut list: Vec<Value> = values.into_iter().map(|v| json!(v)).collect();
+        if f.types.iter().any(|t| t.kind == 0x0A) {
+            list.push(Value::Null);
+        }
+        m.insert("enum".into(), Value::Array(list));
+    }
     // An array updates push to has no bound today's lengths could set.
     if main == "array" && !f.pushed {
         if let Some((_, max, _, _)) = f.array_lengths {
@@ -122,20 +145,23 @@ fn object(
     parent_present: u64,
     in_array: bool,
     depth: usize,
+    enum_min: u64,
 ) -> Map<String, Value> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for f in c.fields.iter().filter(|f| f.present > 0) {
         let Some(name) = child_name(&f.path, prefix) else { continue };
-        let Some(mut schema) = field_schema(f) else { continue };
+        // The version field's values are its oneOf branches' own.
+        let versioned = c.versions.field == Some(f.path.as_str());
+        let Some(mut schema) = field_schema(f, if versioned { u64::MAX } else { enum_min }) else { continue };
         let main = schema.get("bsonType").cloned();
         let is = |t: &str| main.as_ref().is_some_and(|m| m == t || m.as_array().is_some_and(|a| a[0] == t));
         if depth < super::MAX_DEPTH {
             if is("object") {
-                let inner = object(c, &f.path, f.present, in_array, depth + 1);
+                let inner = object(c, &f.path, f.present, in_array, depth + 1, enum_min);
                 schema.extend(inner);
             } else if is("array") {
-                let inner = object(c, &f.path, f.present, true, depth + 1);
+                let inner = object(c, &f.path, f.present, true, depth + 1, enum_min);
                 if inner.contains_key("properties") {
                     let mut items = Map::new();
                     items.insert("bsonType".into(), json!("object"));
@@ -172,7 +198,7 @@ pub fn infer(c: &Collection, min_written: u64, version_min_documents: u64) -> Op
     }
     let mut schema = Map::new();
     schema.insert("bsonType".into(), json!("object"));
-    let mut top = object(c, "", c.epoch_documents, false, 0);
+    let mut top = object(c, "", c.epoch_documents, false, 0, min_written);
     // A field updates increment is a counter (a lock's version), and values past the
     // bound would have no branch: no oneOf then.
     let counter = |f: &str| c.field(f).is_some_and(|x| x.incremented);
@@ -333,6 +359,30 @@ mod tests {
         );
         assert!(cmd.contains("\n        total: { bsonType: \"number\" },\n"), "{cmd}");
         assert!(cmd.ends_with("validationLevel: \"moderate\"\n})"));
+    }
+
+    #[test]
+    fn a_status_of_few_values_gets_an_enum_only_when_values_are_shown() {
+        let docs = |c: &mut Collection| {
+            for i in 0..60 {
+                let status =
+                    if i % 10 == 0 { bson::Bson::Null } else { ["paid", "placed", "sent"][i % 3].into() };
+                let tier = ["a", "b"][i % 2];
+                let d = doc! {"status": status, "name": format!("n{i}"), "tier": tier};
+                c.offer(&RawDocumentBuf::try_from(&d).unwrap(), Some(1));
+            }
+        };
+        let mut shown = Collection { show_values: true, ..Collection::default() };
+        docs(&mut shown);
+        let s = &infer(&shown, 50, 10).unwrap()["$jsonSchema"]["properties"];
+        assert_eq!(s["status"]["enum"], json!(["paid", "placed", "sent", null]), "nulls were written too");
+        assert_eq!(s["tier"]["enum"], json!(["a", "b"]));
+        assert!(s["name"].get("enum").is_none(), "a name has a value per document");
+        let mut hidden = Collection::default();
+        docs(&mut hidden);
+        let s = &infer(&hidden, 50, 10).unwrap()["$jsonSchema"]["properties"];
+        assert!(s["status"].get("enum").is_none(), "no literal without --show-values");
+        assert_eq!(enum_size(hidden.field("status").unwrap(), 50), Some(3));
     }
 
     #[test]

@@ -62,7 +62,6 @@ pub struct Migration {
 /// A collection's field sets.
 #[derive(Debug, Clone, Default)]
 pub struct Variants {
-    keyed: Keyed,
     /// The field index (in the collection) of each bit's top-level field.
     pub fields: Vec<u32>,
     pub variants: Vec<Variant>,
@@ -81,9 +80,9 @@ pub struct Seen {
 }
 
 impl Variants {
-    /// Forgets every field set (the collection starts afresh); the key stays.
+    /// Forgets every field set (the collection starts afresh).
     pub(super) fn clear(&mut self) {
-        *self = Variants { keyed: self.keyed, ..Variants::default() };
+        *self = Variants::default();
     }
 
     /// The bit of the top-level field with index `field`, given one if there is room.
@@ -100,13 +99,13 @@ impl Variants {
     }
 
     /// Notes top-level element `e` (field index `field`) of a document into `seen`.
-    pub(super) fn see(&mut self, seen: &mut Seen, field: usize, e: &Element<'_>) {
+    pub(super) fn see(&mut self, seen: &mut Seen, field: usize, e: &Element<'_>, keyed: &Keyed) {
         match self.bit(field) {
             Some(b) => seen.mask |= 1 << b,
             None => seen.partial = true,
         }
         if e.kind == 0x02 && DISCRIMINATORS.contains(&e.key) {
-            let mut h = self.keyed.hasher();
+            let mut h = keyed.hasher();
             h.write(e.key);
             h.write(e.value);
             seen.tag = Some(h.finish());
