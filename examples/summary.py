@@ -7,7 +7,8 @@ app name (`NAME-bad` / `NAME-fixed`) sent it.
 import json
 import sys
 
-EXAMPLES = ["order_page", "blog", "reviews", "order_updates", "sensors", "order_history", "display_name"]
+EXAMPLES = ["order_page", "blog", "reviews", "order_updates", "sensors", "order_history", "display_name", "contacts",
+            "totals"]
 
 
 def per_example(report, version):
