@@ -5,12 +5,12 @@ import time
 import pymongo
 
 
-def start(name):
+def start(name, **client_options):
     """Parses the command line and returns (database, version): the database is dropped first."""
     if len(sys.argv) != 4 or sys.argv[3] not in ("bad", "fixed"):
         sys.exit(f"usage: {sys.argv[0]} MONGODB_URI DBNAME bad|fixed")
     uri, dbname, version = sys.argv[1:]
-    client = pymongo.MongoClient(uri, appname=f"{name}-{version}")
+    client = pymongo.MongoClient(uri, appname=f"{name}-{version}", **client_options)
     client.drop_database(dbname)
     return client[dbname], version
 
