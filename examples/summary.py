@@ -8,7 +8,7 @@ import json
 import sys
 
 EXAMPLES = ["order_page", "blog", "reviews", "order_updates", "sensors", "order_history", "display_name", "contacts",
-            "totals", "page_views", "sessions", "search"]
+            "totals", "page_views", "sessions", "search", "books", "catalog"]
 
 
 def per_example(report, version):

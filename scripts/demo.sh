@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 wait_port "$up_port"
 
-examples=(order_page blog reviews order_updates sensors order_history display_name contacts totals page_views sessions search)
+examples=(order_page blog reviews order_updates sensors order_history display_name contacts totals page_views sessions search books catalog)
 run() { # version (bad|fixed), report directory
   local proxy_port; proxy_port=$(free_port)
   ./target/debug/mongotap proxy --listen "127.0.0.1:$proxy_port" --upstream "127.0.0.1:$up_port" --admin off \
