@@ -118,15 +118,17 @@ async fn shard_keys(
 ) -> Result<Vec<(String, Option<ShardKey>)>, mongodb::error::Error> {
     let n = namespaces.len() as i64;
     let cmd = doc! {"find": "collections", "filter": {"_id": {"$in": namespaces}},
-    "projection": {"key": 1, "dropped": 1}, "batchSize": n.max(1), "singleBatch": true, "comment": COMMENT};
+    "projection": {"key": 1, "dropped": 1, "unsplittable": 1}, "batchSize": n.max(1), "singleBatch": true, "comment": COMMENT};
     let reply = client.database("config").run_command(cmd).await?;
     let batch =
         reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).cloned().unwrap_or_default();
     let found: Vec<(String, ShardKey)> = batch
         .iter()
         .filter_map(|d| d.as_document())
-        // Before 5.0 a dropped collection's document stayed, marked `dropped`.
-        .filter(|d| !d.get_bool("dropped").unwrap_or(false))
+        // Before 5.0 a dropped collection's document stayed, marked `dropped`; since
+        // 8.0 an unsharded collection placed on a shard (`moveCollection`) has one,
+        // marked `unsplittable`: neither is sharded.
+        .filter(|d| !d.get_bool("dropped").unwrap_or(false) && !d.get_bool("unsplittable").unwrap_or(false))
         .filter_map(|d| Some((d.get_str("_id").ok()?.to_owned(), key_of(d.get_document("key").ok()?)?)))
         .collect();
     Ok(namespaces
@@ -171,8 +173,10 @@ struct State {
     client: Option<mongodb::Client>,
     healthy: Option<bool>,
     retry_at: Option<tokio::time::Instant>,
-    /// Whether the upstream is a sharded cluster (see [`is_cluster`]), once asked.
-    cluster: Option<Option<bool>>,
+    /// Whether the upstream is a sharded cluster (see [`is_cluster`]), once it said.
+    cluster: Option<bool>,
+    /// No shard-key read before this time (after a failure).
+    keys_retry_at: Option<tokio::time::Instant>,
 }
 
 impl SideConnection {
@@ -202,10 +206,12 @@ impl SideConnection {
         }
         let (now, refresh) = (self.clock.now(), self.config.refresh.as_micros() as u64);
         let due = self.lock().due(now, refresh);
-        // Shard keys only while the upstream may be a cluster (not yet asked, or one).
+        // Shard keys only while the upstream may be a cluster (not yet known, or one),
+        // and not while a failure's backoff runs.
+        let waiting = st.keys_retry_at.is_some_and(|t| tokio::time::Instant::now() < t);
         let keys_due = match st.cluster {
-            None | Some(Some(true)) => self.lock().shard_keys_due(now, refresh),
-            Some(_) => Vec::new(),
+            None | Some(true) if !waiting => self.lock().shard_keys_due(now, refresh),
+            _ => Vec::new(),
         };
         if due.is_empty() && keys_due.is_empty() {
             return;
@@ -270,30 +276,41 @@ impl SideConnection {
             return;
         }
         if st.cluster.is_none() {
-            let cluster = tokio::time::timeout(TIMEOUT, is_cluster(client)).await.ok().flatten();
-            if cluster == Some(true) {
-                tracing::info!("side connection: the upstream is a sharded cluster; reading the current shard keys (config.collections)");
+            match tokio::time::timeout(TIMEOUT, is_cluster(client)).await.ok().flatten() {
+                Some(cluster) => {
+                    if cluster {
+                        tracing::info!("side connection: the upstream is a sharded cluster; reading the current shard keys (config.collections)");
+                    }
+                    st.cluster = Some(cluster);
+                }
+                // Refused or unreachable (a config server away): asked again later.
+                None => {
+                    tracing::debug!(
+                        "side connection: config.collections not readable; asking again in {BACKOFF:?}"
+                    );
+                    st.keys_retry_at = Some(tokio::time::Instant::now() + BACKOFF);
+                    return;
+                }
             }
-            st.cluster = Some(cluster);
         }
-        if st.cluster != Some(Some(true)) {
+        if st.cluster != Some(true) {
             return;
         }
         for chunk in namespaces.chunks(100) {
-            match tokio::time::timeout(TIMEOUT, shard_keys(client, chunk)).await {
+            let failed = match tokio::time::timeout(TIMEOUT, shard_keys(client, chunk)).await {
                 Ok(Ok(keys)) => {
                     let mut cat = self.lock();
                     for (ns, key) in keys {
                         cat.set_shard_key(&ns, key, self.clock.now());
                     }
+                    continue;
                 }
-                Ok(Err(e)) => {
-                    return tracing::debug!("side connection: config.collections refused: {}", error_code(&e))
-                }
-                Err(_) => {
-                    return tracing::debug!("side connection: config.collections took more than {TIMEOUT:?}")
-                }
-            }
+                Ok(Err(e)) => format!("refused: {}", error_code(&e)),
+                Err(_) => format!("took more than {TIMEOUT:?}"),
+            };
+            tracing::debug!("side connection: config.collections {failed}; asking again in {BACKOFF:?}");
+            st.keys_retry_at = Some(tokio::time::Instant::now() + BACKOFF);
+            return;
         }
     }
 

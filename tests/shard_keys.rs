@@ -17,13 +17,15 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
     let upstream = Upstream::start();
     let direct =
         Client::with_uri_str(format!("mongodb://{}/?directConnection=true", upstream.addr())).await.unwrap();
-    // What mongos keeps for two sharded collections, and a dropped one (before 5.0).
+    // What mongos keeps for two sharded collections, a dropped one (before 5.0) and
+    // an unsharded one placed on a shard (8.0's moveCollection).
     let config = direct.database("config").collection::<Document>("collections");
     config
         .insert_many([
             doc! {"_id": "shop.events", "key": {"at": 1}, "unique": false},
             doc! {"_id": "shop.orders", "key": {"customerId": 1}, "unique": false},
             doc! {"_id": "shop.carts", "key": {"userId": 1}, "dropped": true},
+            doc! {"_id": "shop.notes", "key": {"_id": 1}, "unsplittable": true},
         ])
         .await
         .unwrap();
@@ -47,13 +49,22 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
         orders.find_one(doc! {"customerId": i}).await.unwrap();
         carts.find_one(doc! {"userId": i}).await.unwrap();
     }
+    db.collection::<Document>("notes").find_one(doc! {"_id": 1}).await.unwrap();
     // The side connection reads the collections the queries named, a few a second.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         {
             let c = catalog.lock().unwrap();
-            if c.shard_key("shop.events").is_some() && c.shard_key("shop.orders").is_some() {
+            // Read once: no longer due at time 0 with a refresh of 1 µs.
+            let unread = c.shard_keys_due(0, 1);
+            let read = |ns: &str| !unread.iter().any(|u| u == ns);
+            if c.shard_key("shop.events").is_some()
+                && c.shard_key("shop.orders").is_some()
+                && read("shop.carts")
+                && read("shop.notes")
+            {
                 assert_eq!(c.shard_key("shop.carts"), None, "dropped: not sharded");
+                assert_eq!(c.shard_key("shop.notes"), None, "unsplittable: not sharded");
                 break;
             }
         }

@@ -4,8 +4,8 @@
 book page is read by _id.
 
 bad:   every buyer's id in the book's `buyers` array, best sellers included: an
-       array small in almost every document and huge in a few, which every read
-       and write of those few carries.
+       array small in almost every document and huge in a few, which every write
+       and every read without a projection of those few carries.
 fixed: the outlier pattern: a book keeps its first 50 buyers and `hasExtras: true`;
        the rest go to overflow documents in `book_buyers` (50 ids each), read only
        by the rare page that lists every buyer.

@@ -1,7 +1,7 @@
 """Sessions that expire after 30 days of inactivity.
 
 600 sessions are in place, last seen over the past 60 days; each "night" (0.3 s
-apart here) new sessions arrive and older ones age.
+apart here) 10 more sessions pass 30 days of inactivity.
 
 bad:   a janitor job deletes the sessions last seen more than 30 days ago, every
        night: delete_many({lastSeen: {$lt: now - 30 days}}), a scan and a burst of

@@ -4,8 +4,8 @@
 come in.
 
 bad:   every page view recomputes the totals: an aggregation ($match on the
-       customer, $group with $sum) over the customer's orders, 30 times for each
-       order written.
+       customer, $group with $sum) over the customer's orders, 30 page views for
+       each order placed.
 fixed: the computed pattern: the totals live on the customer document, kept up to
        date when an order is placed ($inc), and the page reads them.
 """

@@ -197,7 +197,8 @@ def score_workload(scenario, report, db):
       "enum" {field: [values]} must be the validator's `enum` for the field (scenarios run with
       "show_values": true, which starts mongotap with --show-values);
     - an expected shard_keys item: "first" (the rank-1 key's first field), "monotonic" / "not_recommended"
-      (ranged candidates so marked: TP, else FN), "not_monotonic" (marked monotonic: FP), "scatter_gather".
+      (ranged candidates so marked: TP, else FN), "not_monotonic" (marked monotonic: FP), "scatter_gather",
+      "current" (the current key's first field, read from the cluster and judged among the candidates).
     """
     tp, fp, fn = [], [], []
     ops = report.get("operations") or []
@@ -273,6 +274,11 @@ def score_workload(scenario, report, db):
         if want.get("scatter_gather"):
             ok = bool(seen) and seen.get("command") is None and "every shard" in seen.get("recommendation", "")
             (tp if ok else fn).append({"kind": "shard_key_scatter", "namespace": want["namespace"]})
+        if "current" in want:
+            key = seen.get("current_key") or []
+            ok = bool(key) and key[0][0] == want["current"] and any(c.get("current") for c in candidates)
+            (tp if ok else fn).append({"kind": "shard_key_current", "namespace": want["namespace"],
+                                       "field": want["current"], "reported": key})
     return tp, fp, fn
 
 

@@ -6,8 +6,10 @@
 //! the documents the traffic wrote hold at most [`MAX_VALUES`] distinct values and
 //! none of them was seen only once: by Good and Turing's estimate (1953) the chance
 //! that the next value is a new one is the share of values seen once, so none seen
-//! once says the set is closed as far as the traffic can tell. Past the bound the
-//! field is open (a name, an email) and forgets its values.
+//! once says the set is closed as far as the traffic can tell. Values updates set
+//! (`$set`) count as written; a document read back with a value the writes never
+//! held opens the field. Past the bound the field is open (a name, an email) and
+//! forgets its values.
 
 use std::hash::Hasher;
 
@@ -55,6 +57,21 @@ impl Strings {
             return;
         }
         self.values.push(Value { hash, count: 1, text: text.map(Into::into) });
+    }
+
+    /// A value read back: one the writes never held opens the field (stored
+    /// before the capture, or written where mongotap did not see it).
+    pub(super) fn read(&mut self, keyed: &Keyed, value: &[u8]) {
+        if self.open {
+            return;
+        }
+        let mut h = keyed.hasher();
+        h.write(value);
+        let hash = h.finish();
+        if !self.values.iter().any(|v| v.hash == hash) {
+            self.open = true;
+            self.values = Vec::new();
+        }
     }
 
     /// Written values counted.

@@ -90,6 +90,9 @@ pub struct Field {
     pub removed: bool,
     /// Updates increment it (`$inc`): a counter (a lock's version), not a schema version.
     pub incremented: bool,
+    /// Update operators set it (`$set`, `$inc`, `$push`..., a `$rename`'s new name):
+    /// documents gain it over their life, not only at their write.
+    pub set_by_update: bool,
     /// For strings: the written values while they are few (an `enum`).
     pub strings: Option<Box<enums::Strings>>,
     /// The last document (its number in the collection) that counted it present.
@@ -226,9 +229,18 @@ impl Collection {
         let names = |mask: u64| -> Vec<&str> {
             self.variants.fields_of(mask).into_iter().map(|i| self.fields[i].path.as_str()).collect()
         };
+        // A field updates set or remove makes documents change sets over their life
+        // (a sign-up's token unset when it is verified): no release to blame.
+        let updated = |mask: u64| {
+            self.variants
+                .fields_of(mask)
+                .into_iter()
+                .any(|i| self.fields[i].set_by_update || self.fields[i].removed)
+        };
         self.variants
             .migrations(min)
             .into_iter()
+            .filter(|m| !updated(m.only_old) && !updated(m.only_new))
             .map(|m| {
                 let (old, new) = (names(m.only_old), names(m.only_new));
                 (m, old, new)
@@ -301,9 +313,10 @@ impl Collection {
     }
 
     /// Marks a path as existing without a document (an update set it), and what
-    /// the update operator `op` says of it.
-    fn updated(&mut self, path: &[u8], op: &[u8]) {
-        let path = normalize(path);
+    /// the update operator `op` says of it; `e` is the operator's element for the
+    /// path (its value: what `$set` writes, the new name of a `$rename`).
+    fn updated(&mut self, e: &Element<'_>, op: &[u8]) {
+        let path = normalize(e.key);
         if !crate::names::plausible(&path) {
             self.value_keys += 1;
             return;
@@ -315,6 +328,20 @@ impl Collection {
             b"$unset" | b"$rename" => f.removed = true,
             b"$inc" => f.incremented = true,
             _ => {}
+        }
+        if op != b"$unset" && op != b"$rename" {
+            f.set_by_update = true;
+        }
+        // A value an update writes is one of the field's values too (an order's
+        // status moved on from "placed").
+        if e.kind == 0x02 && matches!(op, b"$set" | b"$setOnInsert") {
+            self.string_value(i, e);
+        }
+        if let (b"$rename", Some(to)) = (op, e.as_str()) {
+            let to = normalize(to.as_bytes());
+            if let Some(j) = crate::names::plausible(&to).then(|| self.slot(&to)).flatten() {
+                self.fields[j].set_by_update = true;
+            }
         }
     }
 
@@ -383,8 +410,13 @@ impl Collection {
                     self.versions.present(v, i);
                 }
             }
-            if e.kind == 0x02 && w.written {
-                self.string_value(i, e);
+            if e.kind == 0x02 {
+                if w.written {
+                    self.string_value(i, e);
+                } else if let Some(strings) = self.fields[i].strings.as_mut() {
+                    // A stored value the writes never showed: the set is not closed.
+                    strings.read(&self.keyed, e.value);
+                }
             }
             let f = &mut self.fields[i];
             f.container |= matches!(e.kind, 0x03 | 0x04);
@@ -590,14 +622,18 @@ impl Schemas {
                                     continue;
                                 }
                                 for f in group.as_document().into_iter().flat_map(element::elements) {
-                                    c.updated(f.key, group.key);
+                                    c.updated(&f, group.key);
                                 }
                             }
                         }
                         Change::Pipeline => {}
                     }
                 }
-                if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
+                // A projected document (`fields`) is not the document as stored.
+                let projected = element::find(cmd.body, "fields").is_some()
+                    || element::find(cmd.body, "projection").is_some();
+                let value = v.reply.as_ref().and_then(statements::find_and_modify_value);
+                if let Some(value) = value.filter(|_| !projected) {
                     if let Some(c) = self.collection(ns) {
                         if c.offering(1) {
                             c.offer(value, None);

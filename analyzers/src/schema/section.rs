@@ -147,8 +147,11 @@ pub fn build(schemas: &Schemas, t: &Thresholds) -> Vec<CollectionSchema> {
                             mean: round(sum as f64 / n.max(1) as f64),
                             max,
                         }),
-                        enum_values: validator::enum_size(f, t.validator_min_documents),
+                        // The version field's values are its versions, said above.
+                        enum_values: validator::enum_size(f, t.validator_min_documents)
+                            .filter(|_| c.versions.field != Some(f.path.as_str())),
                         values: validator::enum_values(f, t.validator_min_documents)
+                            .filter(|_| c.versions.field != Some(f.path.as_str()))
                             .map(|v| v.into_iter().map(str::to_owned).collect()),
                     }
                 })

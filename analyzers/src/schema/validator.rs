@@ -378,6 +378,16 @@ mod tests {
         assert_eq!(s["status"]["enum"], json!(["paid", "placed", "sent", null]), "nulls were written too");
         assert_eq!(s["tier"]["enum"], json!(["a", "b"]));
         assert!(s["name"].get("enum").is_none(), "a name has a value per document");
+        // A status an update moves on to joins the values; a stored one the writes never
+        // showed opens the field.
+        let set = RawDocumentBuf::try_from(&doc! {"tier": "c"}).unwrap();
+        shown.updated(&mongotap_wire::element::elements(&set).next().unwrap(), b"$set");
+        shown.updated(&mongotap_wire::element::elements(&set).next().unwrap(), b"$set");
+        let s = &infer(&shown, 50, 10).unwrap()["$jsonSchema"]["properties"];
+        assert_eq!(s["tier"]["enum"], json!(["a", "b", "c"]));
+        shown.offer(&RawDocumentBuf::try_from(&doc! {"status": "lost"}).unwrap(), None);
+        let s = &infer(&shown, 50, 10).unwrap()["$jsonSchema"]["properties"];
+        assert!(s["status"].get("enum").is_none(), "a stored value the writes never held");
         let mut hidden = Collection::default();
         docs(&mut hidden);
         let s = &infer(&hidden, 50, 10).unwrap()["$jsonSchema"]["properties"];
@@ -413,8 +423,10 @@ mod tests {
             (0..60).map(|i| doc! {"items": [], "resetToken": "t", "value": if i % 3 == 0 { bson::Bson::String("s".into()) } else { bson::Bson::Int32(i) }}).collect();
         docs.push(doc! {"items": [], "resetToken": "t", "value": 1});
         let mut c = written(docs);
-        c.updated(b"items", b"$push");
-        c.updated(b"resetToken", b"$unset");
+        let ops = RawDocumentBuf::try_from(&doc! {"items": 1, "resetToken": ""}).unwrap();
+        let mut paths = mongotap_wire::element::elements(&ops);
+        c.updated(&paths.next().unwrap(), b"$push");
+        c.updated(&paths.next().unwrap(), b"$unset");
         let s = &infer(&c, 50, 10).unwrap()["$jsonSchema"];
         assert!(s["properties"]["items"].get("maxItems").is_none(), "carts grow by $push");
         assert_eq!(s["required"], json!(["items", "value"]), "resetToken is $unset later");

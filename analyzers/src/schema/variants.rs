@@ -11,6 +11,10 @@
 //! migration. Neither are variants whose discriminator (an ODM's `_cls`, `__t`,
 //! `_t`, `_class`, or a `type`/`kind` field) holds different values: subtypes
 //! inserted one after the other. A discriminator's values are compared by keyed hash.
+//! The collection drops the pairs whose swapped fields update operators set or
+//! remove (documents that change sets over their life: a sign-up's token unset once
+//! verified), and an old set only ever read back needs [`READ_FACTOR`] times the
+//! documents (one stored document read again and again counts each time).
 //!
 //! Bounded: the first [`MAX_BITS`] top-level fields of a collection, and
 //! [`MAX_VARIANTS`] field sets; documents of further sets are counted as refused.
@@ -27,6 +31,9 @@ pub const MAX_BITS: usize = 64;
 const MAX_VARIANTS: usize = 16;
 /// Fields on each side of a migration at most: more is another kind of document.
 const MAX_SWAPPED: u32 = 3;
+/// An old field set seen only in documents read back needs this many times the
+/// documents (one stored document read again and again counts each time).
+const READ_FACTOR: u64 = 3;
 /// Top-level field names that say which subtype a document is.
 const DISCRIMINATORS: &[&[u8]] = &[b"_cls", b"__t", b"_t", b"_class", b"_type", b"type", b"kind"];
 
@@ -153,7 +160,10 @@ impl Variants {
         for &o in &order {
             for &n in &order {
                 let (old, new) = (&self.variants[o], &self.variants[n]);
-                if o == n || old.documents < min || new.documents < min || new.written < min {
+                // An old set only read back may be a few documents read again and
+                // again: it needs more.
+                let old_min = if old.written == 0 { min.saturating_mul(READ_FACTOR) } else { min };
+                if o == n || old.documents < old_min || new.documents < min || new.written < min {
                     continue;
                 }
                 let (only_old, only_new) = (old.mask & !new.mask, new.mask & !old.mask);

@@ -43,7 +43,7 @@ pub struct FieldValues {
     pub differing: u64,
     pub rising: u64,
     pub falling: u64,
-    /// Values that were ObjectIds: they rise with time by construction.
+    /// Values that were ObjectIds: as `_id`, they rise with time by construction.
     pub object_ids: u64,
     last: Option<f64>,
     range: Option<(f64, f64)>,
@@ -54,8 +54,10 @@ impl FieldValues {
     /// whose value differed from the one before at the front (or all behind it),
     /// over at least 20 of them; `None` when fewer.
     pub fn monotonic(&self, share: f64) -> Option<bool> {
-        // The manual: ObjectIds increase with time (their first bytes are a timestamp).
-        if self.object_ids * 2 > self.inserts() && self.inserts() > 0 {
+        // The manual: ObjectIds increase with time (their first bytes are a timestamp)
+        // when they are made at insert: `_id`. Elsewhere an ObjectId is a reference to
+        // another document (a customer, a user), in no time order: its values decide.
+        if self.name == "_id" && self.object_ids * 2 > self.inserts() && self.inserts() > 0 {
             return Some(true);
         }
         (self.differing >= 20)

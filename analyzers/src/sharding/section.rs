@@ -194,11 +194,17 @@ fn collection(
     let hashed: Vec<Vec<(String, Value)>> = keys_tried
         .iter()
         .filter(|k| {
-            k.len() == 1 && known(&k[0].0).and_then(|v| v.monotonic(t.shard_monotonic_share)) == Some(true)
+            k.len() == 1
+                && k[0].1 == json!(1)
+                && known(&k[0].0).and_then(|v| v.monotonic(t.shard_monotonic_share)) == Some(true)
         })
         .map(|k| vec![(k[0].0.clone(), json!("hashed"))])
         .collect();
-    keys_tried.extend(hashed);
+    for k in hashed {
+        if !keys_tried.contains(&k) {
+            keys_tried.push(k);
+        }
+    }
 
     let mut candidates: Vec<(f64, Candidate)> = keys_tried
         .into_iter()
@@ -366,14 +372,18 @@ fn current_flaw<'c>(
     if let Some(why) = now.not_recommended.as_ref().filter(|_| now.distinct_values.is_some()) {
         return Some((why.clone(), better));
     }
+    // Reads sent everywhere count only when reads matter to the collection and the
+    // other key sends more of all its operations to one shard, by a margin: a
+    // collection updated by its key and rarely read is well sharded on that key.
     let b = better.filter(|b| {
-        now.reads.count > 0
+        now.reads.count * 5 >= now.reads.count + now.writes.count
             && now.reads.single_shard < t.shard_min_single_reads
             && b.reads.single_shard >= t.shard_min_single_reads
+            && score(b) >= score(now) + SCORE_MARGIN
     })?;
     Some((
         format!(
-            "{} of its reads go to every shard (scatter-gather) and {} to one, where {} would send {} to one",
+            "{} of its reads go to several or every shard and {} to one, where {} would send {} to one",
             pct(now.reads.scatter_gather + now.reads.multi_shard),
             pct(now.reads.single_shard),
             key_text(&b.key),
@@ -381,6 +391,16 @@ fn current_flaw<'c>(
         ),
         Some(b),
     ))
+}
+
+/// How much more of its operations another key must send to one shard before a
+/// current key is called poor for its reads.
+const SCORE_MARGIN: f64 = 0.25;
+
+/// The share of a key's reads and writes that go to one shard.
+fn score(c: &Candidate) -> f64 {
+    let (r, w) = (c.reads.count as f64, c.writes.count as f64);
+    (c.reads.single_shard * r + c.writes.single_shard * w) / (r + w).max(1.0)
 }
 
 /// The recommendation (and command) for a collection sharded on `now`.
@@ -397,13 +417,28 @@ fn judge_current(
         sg = pct(now.reads.scatter_gather),
     );
     match current_flaw(now, candidates, t) {
+        None if now.distinct_values.is_none() => (
+            format!(
+                "{ns} is sharded on {}: {figures}. Its characteristics (cardinality, monotonicity) are unknown: fewer than {MIN_INSERTS} documents carrying it were inserted through mongotap.",
+                key_text(&now.key)
+            ),
+            None,
+        ),
         None => {
             (format!("{ns} is sharded on {}, which suits its traffic: {figures}.", key_text(&now.key)), None)
         }
         Some((why, better)) => {
             let mut text =
                 format!("{ns} is sharded on {}, a poor key: {why}. Now {figures}.", key_text(&now.key));
-            let command = better.map(|b| {
+            // A key to move to serves most reads (or most writes, when nothing reads).
+            let serves = |b: &&Candidate| {
+                b.reads.single_shard >= t.shard_min_single_reads
+                    || (b.reads.count == 0 && b.writes.single_shard >= t.shard_min_single_reads)
+            };
+            if better.is_some_and(|b| !serves(&b)) {
+                text.push_str(" No candidate sends most reads to one shard: choose a key its main queries give before resharding.");
+            }
+            let command = better.filter(serves).map(|b| {
                 text.push_str(&format!(
                     " Reshard it on {}: {} of reads and {} of writes to one shard (MongoDB 5.0+ reshards online; before, a new collection sharded on it and a copy).",
                     key_text(&b.key),
@@ -639,9 +674,56 @@ mod tests {
             "its characteristics are unknown (no insert carried it): the reads decide"
         );
         assert!(
-            bad[0].recommendation.contains("100% of its reads go to every shard"),
+            bad[0].recommendation.contains("100% of its reads go to several or every shard"),
             "{}",
             bad[0].recommendation
+        );
+    }
+
+    #[test]
+    fn a_key_the_updates_use_is_not_poor_for_a_few_reads_and_a_reference_id_is_not_monotonic() {
+        // Devices (ObjectId references, inserted in no time order) updated by their
+        // id 300 times, read 10 times by _id: sharded on the device, well sharded.
+        let devices: Vec<ObjectId> = (0..50).map(|_| ObjectId::new()).collect();
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.7:50001", "iot", "PyMongo 4.20.1");
+        for i in 0..200usize {
+            let d = doc! {"_id": ObjectId::new(), "deviceId": devices[(i * 7) % 50], "v": i as i64};
+            s.exchange(c, doc! {"insert": "state", "documents": [d], "$db": "iot"}, doc! {"n": 1, "ok": 1.0});
+        }
+        for i in 0..300usize {
+            s.update(c, "iot.state", doc! {"deviceId": devices[i % 50]}, doc! {"$set": {"v": 1}});
+        }
+        for _ in 0..10 {
+            s.find(c, "iot.state", doc! {"_id": ObjectId::new()}, vec![]);
+        }
+        let p = s.run();
+        p.detectors().catalog().lock().unwrap().set_shard_key(
+            "iot.state",
+            Some(vec![("deviceId".into(), json!(1))]),
+            0,
+        );
+        let report = Report::build(&p, RunFacts::default());
+        assert!(report.findings.iter().all(|f| f.kind != "bad_shard_key"), "{:#?}", report.findings);
+        let state = report.shard_keys.iter().find(|c| c.namespace == "iot.state").unwrap();
+        let now = state.candidates.iter().find(|c| c.current).unwrap();
+        assert_ne!(now.monotonic, Some(true), "a reference's ObjectIds do not rise with insert time");
+        assert!(state.recommendation.contains("which suits its traffic"), "{}", state.recommendation);
+    }
+
+    #[test]
+    fn a_current_hashed_id_is_one_row() {
+        let p = orders_script().0.run();
+        p.detectors().catalog().lock().unwrap().set_shard_key(
+            "shop.orders",
+            Some(vec![("_id".into(), json!("hashed"))]),
+            0,
+        );
+        let report = Report::build(&p, RunFacts::default());
+        let orders = report.shard_keys.iter().find(|c| c.namespace == "shop.orders").unwrap();
+        assert_eq!(
+            orders.candidates.iter().filter(|c| c.key == vec![("_id".to_owned(), json!("hashed"))]).count(),
+            1
         );
     }
 
