@@ -26,6 +26,7 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
             doc! {"_id": "shop.orders", "key": {"customerId": 1}, "unique": false},
             doc! {"_id": "shop.carts", "key": {"userId": 1}, "dropped": true},
             doc! {"_id": "shop.notes", "key": {"_id": 1}, "unsplittable": true},
+            doc! {"_id": "shop.log", "key": {"at": 1}},
         ])
         .await
         .unwrap();
@@ -43,6 +44,8 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
         events.insert_one(doc! {"deviceId": format!("d{}", (i * 7) % 50), "at": at, "v": i}).await.unwrap();
         orders.insert_one(doc! {"customerId": (i * 37) % 150, "total": i}).await.unwrap();
         carts.insert_one(doc! {"userId": i, "items": 1}).await.unwrap();
+        // A log only written to, sharded on its timestamp: the classic hot shard.
+        db.collection::<Document>("log").insert_one(doc! {"at": at, "line": i}).await.unwrap();
     }
     for i in 0..100i64 {
         events.find_one(doc! {"deviceId": format!("d{}", i % 50)}).await.unwrap();
@@ -60,6 +63,7 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
             let read = |ns: &str| !unread.iter().any(|u| u == ns);
             if c.shard_key("shop.events").is_some()
                 && c.shard_key("shop.orders").is_some()
+                && c.shard_key("shop.log").is_some()
                 && read("shop.carts")
                 && read("shop.notes")
             {
@@ -77,8 +81,12 @@ async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_i
         Report::build(&p, RunFacts::default())
     };
     assert_valid_report(&json::render(&r));
-    let bad: Vec<_> = r.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
-    assert_eq!(bad.len(), 1, "{bad:#?}");
+    let mut bad: Vec<_> = r.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
+    assert_eq!(bad.len(), 2, "{bad:#?}");
+    bad.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    let log = bad.remove(1);
+    assert_eq!((log.namespace.as_str(), log.severity.as_str()), ("shop.log", "high"));
+    assert!(log.recommendation.contains("monotonic"), "{}", log.recommendation);
     assert_eq!((bad[0].namespace.as_str(), bad[0].severity.as_str()), ("shop.events", "high"));
     assert_eq!(bad[0].evidence["current_key"], "{at: 1}");
     assert_eq!(bad[0].evidence["current"]["monotonic"], true);

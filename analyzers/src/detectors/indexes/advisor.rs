@@ -52,6 +52,8 @@ use crate::view::{OpView, ShapeId};
 
 /// Shapes followed at most (the table bounds them first).
 const MAX_SHAPES: usize = 100_000;
+/// Collections written to whose shard key is asked for, at most.
+const MAX_ASKED_KEYS: usize = 10_000;
 /// (collection, field) pairs known to hold arrays, at most.
 const MAX_MULTIKEY: usize = 100_000;
 /// `--explain` samples larger than this are not kept (1,000 at most are: 16 MB).
@@ -103,6 +105,8 @@ pub struct IndexAdvisor {
     catalog: SharedCatalog,
     shapes: FxHashMap<ShapeId, ShapeNeeds>,
     asked: FxHashSet<String>,
+    /// Collections written to whose shard key was asked for.
+    asked_keys: FxHashSet<String>,
     multikey: FxHashSet<u64>,
     evicted_shapes: u64,
     evicted_multikey: u64,
@@ -130,6 +134,7 @@ impl IndexAdvisor {
             dropped: FxHashSet::default(),
             shapes: FxHashMap::default(),
             asked: FxHashSet::default(),
+            asked_keys: FxHashSet::default(),
             multikey: FxHashSet::default(),
             evicted_shapes: 0,
             evicted_multikey: 0,
@@ -206,6 +211,13 @@ impl IndexAdvisor {
             if self.asked.insert(ns.clone()) {
                 self.lock().want(ns);
             }
+        }
+        // A collection only written to has no needs, and may still be sharded.
+        if v.category == Category::Write
+            && self.asked_keys.len() < MAX_ASKED_KEYS
+            && self.asked_keys.insert(ns.to_owned())
+        {
+            self.lock().want_shard_key(ns);
         }
         let sort_paths: Vec<String> = needs
             .iter()

@@ -116,8 +116,6 @@ struct Reads {
     last: Option<Micros>,
     /// A read asked for by a change on the wire, not before this time.
     asked: Option<Micros>,
-    /// When its shard key was last read (on a sharded cluster).
-    key_read: Option<Micros>,
 }
 
 /// Per collection: its history of indexes, and whether the side connection should
@@ -147,6 +145,9 @@ pub struct IndexCatalog {
     /// The sharded collections among those read, with their key as the cluster's
     /// `config.collections` holds it (read through `mongos` on the side connection).
     shard_keys: BTreeMap<String, ShardKey>,
+    /// Collections whose shard key the side connection reads (those queried, and
+    /// those only written to: a log sharded on its timestamp), with the last read.
+    key_reads: BTreeMap<String, Option<Micros>>,
 }
 
 /// A collection's current shard key, as `sh.shardCollection` took it: (field, 1 or
@@ -262,6 +263,19 @@ impl IndexCatalog {
                 return;
             }
             self.wanted.insert(namespace.to_owned(), Reads::default());
+        }
+        self.want_shard_key(namespace);
+    }
+
+    /// Asks for `namespace`'s shard key (on a sharded cluster), not its indexes: a
+    /// collection the traffic only writes to.
+    pub fn want_shard_key(&mut self, namespace: &str) {
+        if !self.key_reads.contains_key(namespace) {
+            if self.key_reads.len() >= MAX_COLLECTIONS {
+                self.evicted += 1;
+                return;
+            }
+            self.key_reads.insert(namespace.to_owned(), None);
         }
     }
 
@@ -382,19 +396,17 @@ impl IndexCatalog {
     /// `refresh` ago or more. Apart from [`IndexCatalog::due`]: the wire may tell
     /// every index of a collection, never how it is sharded.
     pub fn shard_keys_due(&self, now: Micros, refresh: Micros) -> Vec<String> {
-        self.wanted
+        self.key_reads
             .iter()
-            .filter(|(ns, r)| {
-                !self.absent(ns) && r.key_read.is_none_or(|at| now.saturating_sub(at) >= refresh)
-            })
+            .filter(|(ns, read)| !self.absent(ns) && read.is_none_or(|at| now.saturating_sub(at) >= refresh))
             .map(|(ns, _)| ns.clone())
             .collect()
     }
 
     /// What the cluster said of `namespace` at `at`: sharded on `key`, or not sharded.
     pub fn set_shard_key(&mut self, namespace: &str, key: Option<ShardKey>, at: Micros) {
-        if let Some(r) = self.wanted.get_mut(namespace) {
-            r.key_read = Some(at);
+        if let Some(r) = self.key_reads.get_mut(namespace) {
+            *r = Some(at);
         }
         match key {
             Some(k) if self.shard_keys.len() < MAX_COLLECTIONS || self.shard_keys.contains_key(namespace) => {
