@@ -101,13 +101,12 @@ async fn list_indexes(
 }
 
 /// Whether the upstream keeps a cluster catalog: `config.collections` holds at least
-/// one document (through `mongos` it always does: `config.system.sessions`). `None`
-/// when it cannot be read (no privilege): then nothing is known of shard keys.
-async fn is_cluster(client: &mongodb::Client) -> Option<bool> {
+/// one document (through `mongos` it always does: `config.system.sessions`).
+async fn is_cluster(client: &mongodb::Client) -> Result<bool, mongodb::error::Error> {
     let cmd = doc! {"find": "collections", "limit": 1, "projection": {"_id": 1}, "comment": COMMENT};
-    let reply = client.database("config").run_command(cmd).await.ok()?;
-    let batch = reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).ok()?;
-    Some(!batch.is_empty())
+    let reply = client.database("config").run_command(cmd).await?;
+    let batch = reply.get_document("cursor").and_then(|c| c.get_array("firstBatch")).map(|b| b.len());
+    Ok(batch.unwrap_or(0) > 0)
 }
 
 /// The current shard key of each of `namespaces` (`None`: not sharded), from the
@@ -276,17 +275,25 @@ impl SideConnection {
             return;
         }
         if st.cluster.is_none() {
-            match tokio::time::timeout(TIMEOUT, is_cluster(client)).await.ok().flatten() {
-                Some(cluster) => {
+            match tokio::time::timeout(TIMEOUT, is_cluster(client)).await {
+                Ok(Ok(cluster)) => {
                     if cluster {
                         tracing::info!("side connection: the upstream is a sharded cluster; reading the current shard keys (config.collections)");
                     }
                     st.cluster = Some(cluster);
                 }
-                // Refused or unreachable (a config server away): asked again later.
-                None => {
+                // Refused (no privilege on `config`): said once, not asked again.
+                Ok(Err(e)) if matches!(*e.kind, mongodb::error::ErrorKind::Command(_)) => {
+                    tracing::info!(
+                        "side connection: config.collections refused ({}); current shard keys are not read",
+                        error_code(&e)
+                    );
+                    st.cluster = Some(false);
+                }
+                // Unreachable for now (a config server away): asked again later.
+                _ => {
                     tracing::debug!(
-                        "side connection: config.collections not readable; asking again in {BACKOFF:?}"
+                        "side connection: config.collections did not answer; asking again in {BACKOFF:?}"
                     );
                     st.keys_retry_at = Some(tokio::time::Instant::now() + BACKOFF);
                     return;

@@ -7,8 +7,8 @@
 //! none of them was seen only once: by Good and Turing's estimate (1953) the chance
 //! that the next value is a new one is the share of values seen once, so none seen
 //! once says the set is closed as far as the traffic can tell. Values updates set
-//! (`$set`) count as written; a document read back with a value the writes never
-//! held opens the field. Past the bound the field is open (a name, an email) and
+//! (`$set`, `$setOnInsert`) count as written; a value read back that no write has
+//! shown keeps the field from being an enum until a write shows it. Past the bound the field is open (a name, an email) and
 //! forgets its values.
 
 use std::hash::Hasher;
@@ -33,7 +33,10 @@ struct Value {
 #[derive(Debug, Clone, Default)]
 pub struct Strings {
     values: Vec<Value>,
-    /// More than [`MAX_VALUES`] distinct values (or one too long to show) were written.
+    /// Values read back that no write has shown yet (a write later may).
+    pending: Vec<u64>,
+    /// More than [`MAX_VALUES`] distinct values (or one too long to show) were
+    /// written or read.
     pub open: bool,
 }
 
@@ -46,6 +49,7 @@ impl Strings {
         let mut h = keyed.hasher();
         h.write(value);
         let hash = h.finish();
+        self.pending.retain(|p| *p != hash);
         if let Some(v) = self.values.iter_mut().find(|v| v.hash == hash) {
             v.count += 1;
             return;
@@ -59,8 +63,9 @@ impl Strings {
         self.values.push(Value { hash, count: 1, text: text.map(Into::into) });
     }
 
-    /// A value read back: one the writes never held opens the field (stored
-    /// before the capture, or written where mongotap did not see it).
+    /// A value read back: one the writes have not shown waits for a write of it;
+    /// while any waits, the field is no enum (stored before the capture, or written
+    /// where mongotap did not see it), and past the bound it is open.
     pub(super) fn read(&mut self, keyed: &Keyed, value: &[u8]) {
         if self.open {
             return;
@@ -68,10 +73,16 @@ impl Strings {
         let mut h = keyed.hasher();
         h.write(value);
         let hash = h.finish();
-        if !self.values.iter().any(|v| v.hash == hash) {
+        if self.values.iter().any(|v| v.hash == hash) || self.pending.contains(&hash) {
+            return;
+        }
+        if self.pending.len() >= MAX_VALUES {
             self.open = true;
             self.values = Vec::new();
+            self.pending = Vec::new();
+            return;
         }
+        self.pending.push(hash);
     }
 
     /// Written values counted.
@@ -82,7 +93,7 @@ impl Strings {
     /// The number of distinct values when the field reads as an enum: at least
     /// `min_written` values written, two to [`MAX_VALUES`] distinct, none seen once.
     pub fn enum_size(&self, min_written: u64) -> Option<usize> {
-        let closed = !self.open && self.values.iter().all(|v| v.count >= 2);
+        let closed = !self.open && self.pending.is_empty() && self.values.iter().all(|v| v.count >= 2);
         (closed && (2..=MAX_VALUES).contains(&self.values.len()) && self.written() >= min_written)
             .then_some(self.values.len())
     }

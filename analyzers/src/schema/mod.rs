@@ -229,18 +229,17 @@ impl Collection {
         let names = |mask: u64| -> Vec<&str> {
             self.variants.fields_of(mask).into_iter().map(|i| self.fields[i].path.as_str()).collect()
         };
-        // A field updates set or remove makes documents change sets over their life
-        // (a sign-up's token unset when it is verified): no release to blame.
-        let updated = |mask: u64| {
-            self.variants
-                .fields_of(mask)
-                .into_iter()
-                .any(|i| self.fields[i].set_by_update || self.fields[i].removed)
+        // Updates that move documents from the new set to the old one (setting a field
+        // only old documents carry, removing one only new documents carry: a sign-up's
+        // token unset once verified) make documents change sets over their life: no
+        // release to blame. An edit of the new field itself is no such move.
+        let any = |mask: u64, flag: fn(&Field) -> bool| {
+            self.variants.fields_of(mask).into_iter().any(|i| flag(&self.fields[i]))
         };
         self.variants
             .migrations(min)
             .into_iter()
-            .filter(|m| !updated(m.only_old) && !updated(m.only_new))
+            .filter(|m| !any(m.only_old, |f| f.set_by_update) && !any(m.only_new, |f| f.removed))
             .map(|m| {
                 let (old, new) = (names(m.only_old), names(m.only_new));
                 (m, old, new)
@@ -329,7 +328,8 @@ impl Collection {
             b"$inc" => f.incremented = true,
             _ => {}
         }
-        if op != b"$unset" && op != b"$rename" {
+        // `$setOnInsert` writes a new document's field, not a change of an old one.
+        if !matches!(op, b"$unset" | b"$rename" | b"$setOnInsert") {
             f.set_by_update = true;
         }
         // A value an update writes is one of the field's values too (an order's

@@ -367,19 +367,24 @@ fn current_flaw<'c>(
     candidates: &'c [Candidate],
     t: &Thresholds,
 ) -> Option<(String, Option<&'c Candidate>)> {
-    let better = candidates.iter().find(|c| c.recommended && !c.current);
+    let others = || candidates.iter().filter(|c| c.recommended && !c.current);
     // Unknown characteristics (too few inserts seen) say nothing against the key.
     if let Some(why) = now.not_recommended.as_ref().filter(|_| now.distinct_values.is_some()) {
-        return Some((why.clone(), better));
+        return Some((why.clone(), others().next()));
     }
-    // Reads sent everywhere count only when reads matter to the collection and the
-    // other key sends more of all its operations to one shard, by a margin: a
-    // collection updated by its key and rarely read is well sharded on that key.
-    let b = better.filter(|b| {
-        now.reads.count * 5 >= now.reads.count + now.writes.count
-            && now.reads.single_shard < t.shard_min_single_reads
-            && b.reads.single_shard >= t.shard_min_single_reads
-            && score(b) >= score(now) + SCORE_MARGIN
+    // Reads sent everywhere count unless reads are rare and the key serves the writes
+    // (a collection updated by its key and rarely read is well sharded on it), and
+    // only against a key that sends most reads to one shard and, by a margin, more of
+    // all the operations.
+    let rare_reads = now.reads.count * 5 < now.reads.count + now.writes.count;
+    if now.reads.count == 0
+        || now.reads.single_shard >= t.shard_min_single_reads
+        || (rare_reads && now.writes.single_shard >= t.shard_min_single_reads)
+    {
+        return None;
+    }
+    let b = others().find(|b| {
+        b.reads.single_shard >= t.shard_min_single_reads && score(b) >= score(now) + SCORE_MARGIN
     })?;
     Some((
         format!(
@@ -430,15 +435,23 @@ fn judge_current(
         Some((why, better)) => {
             let mut text =
                 format!("{ns} is sharded on {}, a poor key: {why}. Now {figures}.", key_text(&now.key));
-            // A key to move to serves most reads (or most writes, when nothing reads).
+            // A key to move to serves most reads (or most writes, when nothing reads):
+            // the one named by the flaw, or the first recommended one that does.
             let serves = |b: &&Candidate| {
                 b.reads.single_shard >= t.shard_min_single_reads
                     || (b.reads.count == 0 && b.writes.single_shard >= t.shard_min_single_reads)
             };
-            if better.is_some_and(|b| !serves(&b)) {
-                text.push_str(" No candidate sends most reads to one shard: choose a key its main queries give before resharding.");
+            let better = better
+                .filter(serves)
+                .or_else(|| candidates.iter().filter(|c| c.recommended && !c.current).find(serves));
+            if better.is_none() {
+                text.push_str(if now.reads.count == 0 {
+                    " No candidate sends most writes to one shard: choose a key its writes give before resharding."
+                } else {
+                    " No candidate sends most reads to one shard: choose a key its main queries give before resharding."
+                });
             }
-            let command = better.filter(serves).map(|b| {
+            let command = better.map(|b| {
                 text.push_str(&format!(
                     " Reshard it on {}: {} of reads and {} of writes to one shard (MongoDB 5.0+ reshards online; before, a new collection sharded on it and a copy).",
                     key_text(&b.key),

@@ -405,6 +405,10 @@ impl IndexCatalog {
 
     /// What the cluster said of `namespace` at `at`: sharded on `key`, or not sharded.
     pub fn set_shard_key(&mut self, namespace: &str, key: Option<ShardKey>, at: Micros) {
+        // An answer about a collection dropped while it was asked is stale.
+        if self.absent(namespace) {
+            return;
+        }
         if let Some(r) = self.key_reads.get_mut(namespace) {
             *r = Some(at);
         }
@@ -428,14 +432,23 @@ impl IndexCatalog {
     /// collection is no longer sharded; a renamed one keeps its key (MongoDB 5.0+).
     pub fn lifecycle(&mut self, change: &Change, at: Micros) {
         match change {
+            // Read again once it exists again (it may be sharded anew).
             Change::Dropped(ns) => {
                 self.shard_keys.remove(ns);
+                self.key_reads.entry(ns.clone()).and_modify(|r| *r = None);
             }
-            Change::DatabaseDropped(db) => self.shard_keys.retain(|ns, _| !ns.starts_with(&format!("{db}."))),
+            Change::DatabaseDropped(db) => {
+                let prefix = format!("{db}.");
+                self.shard_keys.retain(|ns, _| !ns.starts_with(&prefix));
+                for (_, r) in self.key_reads.iter_mut().filter(|(ns, _)| ns.starts_with(&prefix)) {
+                    *r = None;
+                }
+            }
             Change::Renamed { from, to } => {
                 if let Some(k) = self.shard_keys.remove(from) {
                     self.shard_keys.insert(to.clone(), k);
                 }
+                self.key_reads.entry(to.clone()).and_modify(|r| *r = None);
             }
             _ => {}
         }

@@ -337,6 +337,8 @@ mod tests {
         let both =
             vec![doc! {"_id": 1, "name": "n", "phone": "p"}, doc! {"_id": 40, "name": "n", "mobile": "p"}];
         s.find(c, "shop.products", doc! {}, both);
+        // The new code edits the new field: still the same half-done rename.
+        s.update(c, "shop.products", doc! {"_id": 40}, doc! {"$set": {"mobile": "q"}});
         let f = drift(s);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(
