@@ -20,6 +20,13 @@ pub const MAX_VALUES: usize = 8;
 /// Longest text kept (with `--show-values`); a longer value is no enum member.
 const MAX_TEXT: usize = 40;
 
+/// A value's keyed hash (its bytes hold its length and text).
+fn hash(keyed: &Keyed, value: &[u8]) -> u64 {
+    let mut h = keyed.hasher();
+    h.write(value);
+    h.finish()
+}
+
 /// One value: its keyed hash, the written documents holding it, and its text when
 /// values are shown.
 #[derive(Debug, Clone)]
@@ -46,9 +53,7 @@ impl Strings {
         if self.open {
             return;
         }
-        let mut h = keyed.hasher();
-        h.write(value);
-        let hash = h.finish();
+        let hash = hash(keyed, value);
         self.pending.retain(|p| *p != hash);
         if let Some(v) = self.values.iter_mut().find(|v| v.hash == hash) {
             v.count += 1;
@@ -70,9 +75,7 @@ impl Strings {
         if self.open {
             return;
         }
-        let mut h = keyed.hasher();
-        h.write(value);
-        let hash = h.finish();
+        let hash = hash(keyed, value);
         if self.values.iter().any(|v| v.hash == hash) || self.pending.contains(&hash) {
             return;
         }

@@ -479,6 +479,10 @@ pub fn findings(
     catalog: &IndexCatalog,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Most deployments shard nothing: the section is not built a second time for them.
+    if !catalog.any_shard_key() {
+        return out;
+    }
     for c in build(keys, table, t, catalog) {
         let Some(now) = c.candidates.iter().find(|k| k.current) else { continue };
         let Some((why, better)) = current_flaw(now, &c.candidates, t) else { continue };

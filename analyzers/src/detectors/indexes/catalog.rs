@@ -423,6 +423,11 @@ impl IndexCatalog {
         }
     }
 
+    /// Whether the cluster said any collection is sharded.
+    pub fn any_shard_key(&self) -> bool {
+        !self.shard_keys.is_empty()
+    }
+
     /// `namespace`'s current shard key, when the cluster said it is sharded.
     pub fn shard_key(&self, namespace: &str) -> Option<&ShardKey> {
         self.shard_keys.get(namespace)
