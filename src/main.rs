@@ -123,6 +123,7 @@ fn run_proxy(
     config: mongotap::proxy::ProxyConfig,
     mut thresholds: Thresholds,
 ) -> Result<(), String> {
+    mongotap::memory::no_huge_pages();
     let outs = outputs(&args.outputs);
     if let Some(rtt) = args.assumed_rtt_ms {
         if !(rtt > 0.0 && rtt.is_finite()) {
