@@ -110,6 +110,7 @@ impl Workload {
             ("workload.units", self.units.evicted),
             ("workload.operations", self.operations.refused),
             ("workload.relationships", self.relationships.refused),
+            ("workload.relationship_values", self.relationships.values_refused),
             ("workload.paths", self.units.paths.refused),
         ]
         .into_iter()

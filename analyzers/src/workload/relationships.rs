@@ -45,6 +45,11 @@ const MAX_SAMPLES: usize = 512;
 const MAX_NAMES: usize = 8;
 /// Pairs of written collections counted.
 const MAX_PAIRS: usize = 16_384;
+/// Child values whose parents are counted, all relationships together: 1,024
+/// relationships of 4,096 values each could otherwise hold 780 MiB.
+const MAX_CHILD_VALUES_ALL: usize = 65_536;
+/// Collections whose reading and writing units are counted.
+const MAX_NAMESPACES: usize = 10_000;
 
 /// A link between two collections: the parent's path, the child's field.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,6 +88,10 @@ pub(crate) struct Relationships {
     co_writes: FxHashMap<(String, String), u64>,
     /// Relationships or pairs refused past the bounds.
     pub refused: u64,
+    /// Child values held in every relationship's `parents`.
+    child_values: usize,
+    /// Child values and collections left uncounted past the bounds.
+    pub values_refused: u64,
 }
 
 /// One relationship as the report writes it.
@@ -144,6 +153,19 @@ impl Spread {
     }
 }
 
+/// Adds `n` units to a collection's count; false when the collection is new and
+/// [`MAX_NAMESPACES`] are counted already.
+fn count_unit(counts: &mut FxHashMap<String, u64>, ns: &str, n: u64) -> bool {
+    if let Some(c) = counts.get_mut(ns) {
+        *c += n;
+    } else if counts.len() < MAX_NAMESPACES {
+        counts.insert(ns.to_owned(), n);
+    } else {
+        return false;
+    }
+    true
+}
+
 fn spread(mut v: Vec<u64>) -> Spread {
     v.sort_unstable();
     Spread { p50: v.get(v.len() / 2).copied().unwrap_or(0), max: v.last().copied().unwrap_or(0) }
@@ -163,10 +185,10 @@ impl Relationships {
             }
         }
         for ns in &read {
-            *self.units_reading.entry((*ns).to_owned()).or_default() += 1;
+            self.values_refused += u64::from(!count_unit(&mut self.units_reading, ns, 1));
         }
         for ns in &written {
-            *self.units_writing.entry((*ns).to_owned()).or_default() += 1;
+            self.values_refused += u64::from(!count_unit(&mut self.units_writing, ns, 1));
         }
         for a in &written {
             for b in written.iter().filter(|b| *b != a) {
@@ -214,8 +236,12 @@ impl Relationships {
                 st.children.push(children);
             }
             for (child, parent) in &s.pairs {
-                if !st.parents.contains_key(child) && st.parents.len() >= MAX_CHILD_VALUES {
-                    continue;
+                if !st.parents.contains_key(child) {
+                    if st.parents.len() >= MAX_CHILD_VALUES || self.child_values >= MAX_CHILD_VALUES_ALL {
+                        self.values_refused += 1;
+                        continue;
+                    }
+                    self.child_values += 1;
                 }
                 let ps = st.parents.entry(*child).or_default();
                 if !ps.contains(parent) && ps.len() < MAX_PARENTS {
@@ -234,10 +260,10 @@ impl Relationships {
     /// Merges another set's counts into this one (the open units', for a report).
     pub(crate) fn absorb(&mut self, other: &Relationships) {
         for (ns, n) in &other.units_reading {
-            *self.units_reading.entry(ns.clone()).or_default() += n;
+            self.values_refused += u64::from(!count_unit(&mut self.units_reading, ns, *n));
         }
         for (ns, n) in &other.units_writing {
-            *self.units_writing.entry(ns.clone()).or_default() += n;
+            self.values_refused += u64::from(!count_unit(&mut self.units_writing, ns, *n));
         }
         for (k, n) in &other.co_writes {
             *self.co_writes.entry(k.clone()).or_default() += n;
@@ -250,6 +276,13 @@ impl Relationships {
             st.child_writes += s.child_writes;
             st.children.extend(s.children.iter().take(MAX_SAMPLES.saturating_sub(st.children.len())));
             for (c, ps) in &s.parents {
+                if !st.parents.contains_key(c) {
+                    if st.parents.len() >= MAX_CHILD_VALUES || self.child_values >= MAX_CHILD_VALUES_ALL {
+                        self.values_refused += 1;
+                        continue;
+                    }
+                    self.child_values += 1;
+                }
                 let mine = st.parents.entry(*c).or_default();
                 for p in ps {
                     if !mine.contains(p) && mine.len() < MAX_PARENTS {

@@ -243,3 +243,33 @@ fn a_concurrent_profile_read_does_not_take_the_pages_author_read() {
     let links = links(s);
     assert!(!links.is_empty() && links.iter().all(|l| l.1 == "customerId"), "{links:?}");
 }
+
+#[test]
+fn open_units_are_bounded_across_clients_and_the_least_recent_ends_first() {
+    // More clients than units may be open at once, each in the middle of a
+    // transaction (which stays open for a minute): the least recently active end
+    // early (folded, counted), the newest stay open.
+    use crate::workload::units::MAX_OPEN_UNITS;
+    let mut s = Script::new();
+    let clients = MAX_OPEN_UNITS + 100;
+    for i in 0..clients {
+        let c = s.connect("10.0.0.1:5000", &format!("app{i}"), "PyMongo 4.20.1");
+        let lsid = doc! {"id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: (i as u128).to_le_bytes().to_vec() }};
+        s.exchange(
+            c,
+            doc! {"find": "orders", "filter": {"_id": i as i64}, "lsid": lsid, "txnNumber": 1i64,
+            "startTransaction": true, "autocommit": false, "$db": "shop"},
+            crate::script::batch("shop.orders", vec![order(i as i64, 1)], 0, true),
+        );
+    }
+    let mut p = crate::pipeline::Pipeline::default();
+    s.events().iter().for_each(|ev| p.feed(ev.clone()));
+    let w = p.workload();
+    let open = w.units.open().count();
+    assert_eq!(open, MAX_OPEN_UNITS);
+    assert_eq!(w.evictions()["workload.units"] as usize, clients - open, "each ended early is counted");
+    assert_eq!(w.units.open_units(), open, "the count kept matches the units");
+    // Every operation is still counted, ended early or open.
+    let ops: u64 = w.operations(p.table(), 1.0).iter().map(|o| o.count).sum();
+    assert_eq!(ops, clients as u64);
+}

@@ -44,6 +44,13 @@ const DOCS_PER_REPLY: usize = 16;
 const MAX_IN: usize = 64;
 /// Parent documents remembered per value, for how many parents share a child.
 const PARENTS_PER_VALUE: usize = 4;
+/// (child value, parent document) pairs a unit keeps, all its steps together.
+const MAX_PAIRS: usize = 512;
+/// Units open at once, every client's together. `max_clients` x
+/// `max_open_parents` alone would allow 80,000 open units of up to about 100 KB
+/// each (their values, asks and pairs): 7.6 GiB. Past this many the least
+/// recently active unit ends early, folded as it stands, and is counted.
+pub(crate) const MAX_OPEN_UNITS: usize = 1_024;
 /// A transaction's unit ends after this long without a statement (the server's own
 /// `transactionLifetimeLimitSeconds` is 60 s).
 const TXN_IDLE_US: Micros = 60_000_000;
@@ -117,6 +124,8 @@ pub(crate) struct Unit {
     /// A later request started the same operation over: it joins no request by
     /// adjacency any more.
     superseded: bool,
+    /// Pairs held in its steps' `pairs`, up to [`MAX_PAIRS`].
+    pairs: usize,
 }
 
 /// The values a unit carries, each with the documents that carried it.
@@ -144,6 +153,7 @@ impl Unit {
             lossy: false,
             asks: Vec::new(),
             superseded: false,
+            pairs: 0,
         }
     }
 
@@ -297,11 +307,11 @@ fn asked(v: &OpView<'_>, keyed: &Keyed, paths: &mut Paths, out: &mut Vec<(u32, u
 
 /// Moves the units `idle` picks from `open` to `done` (nothing to move, nothing
 /// allocated: this runs for every operation).
-fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> bool) {
+fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> bool) -> usize {
     if !open.iter().any(&idle) {
-        return;
+        return 0;
     }
-    let mut i = 0;
+    let (mut i, before) = (0, open.len());
     while i < open.len() {
         if idle(&open[i]) {
             done.push(open.remove(i));
@@ -309,6 +319,7 @@ fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> 
             i += 1;
         }
     }
+    before - open.len()
 }
 
 /// What is known of the values a shape's documents give later steps: walking every
@@ -358,6 +369,8 @@ pub(crate) struct Units {
     max_open: usize,
     /// Units let go of before their end to stay bounded.
     pub evicted: u64,
+    /// Units open now, every client's (at most [`MAX_OPEN_UNITS`]).
+    open_units: usize,
     scratch: Vec<u8>,
     /// What the operation at hand asks for (kept to reuse its allocation).
     asked: Vec<(u32, u64, bool)>,
@@ -377,6 +390,7 @@ impl Units {
             max_clients: max_clients as usize,
             max_open: max_open.max(1) as usize,
             evicted: 0,
+            open_units: 0,
             scratch: Vec::new(),
             asked: Vec::new(),
             spare: Vec::new(),
@@ -413,7 +427,10 @@ impl Units {
         // Close what has been idle too long, before anything joins it.
         if let Some(open) = self.clients.get_mut(&key) {
             let gap = self.gap_us;
-            end_idle(open, done, |u| u.txn.is_none() && now.saturating_sub(u.last) > gap);
+            self.open_units -= end_idle(open, done, |u| u.txn.is_none() && now.saturating_sub(u.last) > gap);
+        }
+        if self.open_units >= MAX_OPEN_UNITS {
+            self.end_least_recent(done);
         }
         // Every statement of a transaction says `autocommit: false` beside its
         // `txnNumber`; a retryable write has the number alone, and is no transaction.
@@ -437,6 +454,7 @@ impl Units {
             if let Some(open) = self.clients.get_mut(&key) {
                 if let Some(i) = open.iter().position(|u| u.txn == Some(t)) {
                     let mut u = open.remove(i);
+                    self.open_units -= 1;
                     u.requests += 1;
                     u.last = u.last.max(end);
                     done.push(u);
@@ -472,6 +490,7 @@ impl Units {
             if let Some(k) = oldest {
                 let gone = self.clients.remove(&k).unwrap_or_default();
                 self.evicted += gone.len() as u64;
+                self.open_units -= gone.len();
             }
         }
         let mut asked = std::mem::take(&mut self.asked);
@@ -583,8 +602,10 @@ impl Units {
                     // The least recently active goes: it ends now.
                     let oldest = (0..open.len()).min_by_key(|i| open[*i].last).unwrap_or(0);
                     done.push(open.remove(oldest));
+                    self.open_units -= 1;
                 }
                 open.push(Unit::new(op.conn.clone(), now, txn, self.spare.pop().unwrap_or_default()));
+                self.open_units += 1;
                 open.len() - 1
             }
         };
@@ -633,8 +654,9 @@ impl Units {
                 let s = &mut u.steps[usize::from(step)];
                 s.values += 1;
                 for p in parents {
-                    if s.pairs.len() < MAX_VALUES {
+                    if u.pairs < MAX_PAIRS {
                         s.pairs.push((*h, p));
+                        u.pairs += 1;
                     }
                 }
             }
@@ -704,12 +726,29 @@ impl Units {
         }
     }
 
+    /// Ends the least recently active open unit of any client (see
+    /// [`MAX_OPEN_UNITS`]): a scan of the open units, only when they are that many.
+    fn end_least_recent(&mut self, done: &mut Vec<Unit>) {
+        let oldest = self
+            .clients
+            .iter()
+            .flat_map(|(k, us)| us.iter().enumerate().map(move |(i, u)| (u.last, *k, i)))
+            .min();
+        if let Some((_, k, i)) = oldest {
+            if let Some(open) = self.clients.get_mut(&k) {
+                done.push(open.remove(i));
+                self.open_units -= 1;
+                self.evicted += 1;
+            }
+        }
+    }
+
     /// Ends every unit idle for longer than the gap at `now`.
     pub(crate) fn expire(&mut self, now: Micros, done: &mut Vec<Unit>) {
         let gap = self.gap_us;
         for open in self.clients.values_mut() {
             // A transaction waits longer: its client may think between statements.
-            end_idle(open, done, |u| {
+            self.open_units -= end_idle(open, done, |u| {
                 now.saturating_sub(u.last) > if u.txn.is_some() { gap.max(TXN_IDLE_US) } else { gap }
             });
         }
@@ -721,6 +760,12 @@ impl Units {
         for u in self.clients.values_mut().flatten() {
             u.lossy = true;
         }
+    }
+
+    /// How many units are open now.
+    #[cfg(test)]
+    pub(crate) fn open_units(&self) -> usize {
+        self.open_units
     }
 
     /// The units open now (counted as if they ended now, for a report).
