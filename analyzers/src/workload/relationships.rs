@@ -48,6 +48,10 @@ const MAX_PAIRS: usize = 16_384;
 /// Child values whose parents are counted, all relationships together: 1,024
 /// relationships of 4,096 values each could otherwise hold 780 MiB.
 const MAX_CHILD_VALUES_ALL: usize = 65_536;
+/// Child values every relationship may count even past [`MAX_CHILD_VALUES_ALL`]:
+/// one found late still says whether its children are shared (none would read
+/// as "not shared", and could make an embed of a child many parents share).
+const MIN_CHILD_VALUES: usize = 64;
 /// Collections whose reading and writing units are counted.
 const MAX_NAMESPACES: usize = 10_000;
 
@@ -237,7 +241,9 @@ impl Relationships {
             }
             for (child, parent) in &s.pairs {
                 if !st.parents.contains_key(child) {
-                    if st.parents.len() >= MAX_CHILD_VALUES || self.child_values >= MAX_CHILD_VALUES_ALL {
+                    if st.parents.len() >= MAX_CHILD_VALUES
+                        || (self.child_values >= MAX_CHILD_VALUES_ALL && st.parents.len() >= MIN_CHILD_VALUES)
+                    {
                         self.values_refused += 1;
                         continue;
                     }
@@ -277,7 +283,9 @@ impl Relationships {
             st.children.extend(s.children.iter().take(MAX_SAMPLES.saturating_sub(st.children.len())));
             for (c, ps) in &s.parents {
                 if !st.parents.contains_key(c) {
-                    if st.parents.len() >= MAX_CHILD_VALUES || self.child_values >= MAX_CHILD_VALUES_ALL {
+                    if st.parents.len() >= MAX_CHILD_VALUES
+                        || (self.child_values >= MAX_CHILD_VALUES_ALL && st.parents.len() >= MIN_CHILD_VALUES)
+                    {
                         self.values_refused += 1;
                         continue;
                     }

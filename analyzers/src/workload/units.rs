@@ -44,8 +44,9 @@ const DOCS_PER_REPLY: usize = 16;
 const MAX_IN: usize = 64;
 /// Parent documents remembered per value, for how many parents share a child.
 const PARENTS_PER_VALUE: usize = 4;
-/// (child value, parent document) pairs a unit keeps, all its steps together.
-const MAX_PAIRS: usize = 512;
+/// (child value, parent document) pairs a unit keeps, all its steps together (and
+/// [`MAX_VALUES`] per step): an early step's loop leaves room for the later ones'.
+const MAX_PAIRS: usize = 1_024;
 /// Units open at once, every client's together. `max_clients` x
 /// `max_open_parents` alone would allow 80,000 open units of up to about 100 KB
 /// each (their values, asks and pairs): 7.6 GiB. Past this many the least
@@ -429,9 +430,6 @@ impl Units {
             let gap = self.gap_us;
             self.open_units -= end_idle(open, done, |u| u.txn.is_none() && now.saturating_sub(u.last) > gap);
         }
-        if self.open_units >= MAX_OPEN_UNITS {
-            self.end_least_recent(done);
-        }
         // Every statement of a transaction says `autocommit: false` beside its
         // `txnNumber`; a retryable write has the number alone, and is no transaction.
         // Most commands are in none: a byte search says so before a walk.
@@ -480,6 +478,11 @@ impl Units {
             return;
         }
         let Some(Some(shape)) = v.shape_ids.first().copied() else { return };
+        // Room for a unit this statement may open: another client's goes, never this
+        // client's own (a transaction waits longest between statements).
+        if self.open_units >= MAX_OPEN_UNITS {
+            self.end_least_recent(done, key, now);
+        }
         if !self.clients.contains_key(&key) && self.clients.len() >= self.max_clients {
             let oldest = self
                 .clients
@@ -488,9 +491,11 @@ impl Units {
                 .min()
                 .map(|(_, k)| k);
             if let Some(k) = oldest {
+                // Its units end now, folded as they stand (their operations count).
                 let gone = self.clients.remove(&k).unwrap_or_default();
                 self.evicted += gone.len() as u64;
                 self.open_units -= gone.len();
+                done.extend(gone);
             }
         }
         let mut asked = std::mem::take(&mut self.asked);
@@ -654,7 +659,7 @@ impl Units {
                 let s = &mut u.steps[usize::from(step)];
                 s.values += 1;
                 for p in parents {
-                    if u.pairs < MAX_PAIRS {
+                    if u.pairs < MAX_PAIRS && s.pairs.len() < MAX_VALUES {
                         s.pairs.push((*h, p));
                         u.pairs += 1;
                     }
@@ -726,19 +731,22 @@ impl Units {
         }
     }
 
-    /// Ends the least recently active open unit of any client (see
+    /// Ends the least recently active open unit of any client but `except` (see
     /// [`MAX_OPEN_UNITS`]): a scan of the open units, only when they are that many.
-    fn end_least_recent(&mut self, done: &mut Vec<Unit>) {
+    /// One already idle past the gap had ended anyway: it is not counted as let go.
+    fn end_least_recent(&mut self, done: &mut Vec<Unit>, except: u64, now: Micros) {
         let oldest = self
             .clients
             .iter()
+            .filter(|(k, _)| **k != except)
             .flat_map(|(k, us)| us.iter().enumerate().map(move |(i, u)| (u.last, *k, i)))
             .min();
         if let Some((_, k, i)) = oldest {
             if let Some(open) = self.clients.get_mut(&k) {
-                done.push(open.remove(i));
+                let u = open.remove(i);
                 self.open_units -= 1;
-                self.evicted += 1;
+                self.evicted += u64::from(u.txn.is_some() || now.saturating_sub(u.last) <= self.gap_us);
+                done.push(u);
             }
         }
     }
