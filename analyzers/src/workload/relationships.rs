@@ -170,6 +170,24 @@ fn count_unit(counts: &mut FxHashMap<String, u64>, ns: &str, n: u64) -> bool {
     true
 }
 
+/// Whether a relationship whose child values are `parents` may count `child`'s
+/// parents: one it counts already, or a new one within the bounds (each
+/// relationship's, then all of them together, `held`, past its first
+/// [`MIN_CHILD_VALUES`]). A new one adds to `held`, one refused to `refused`.
+fn admit(parents: &FxHashMap<u64, Vec<u64>>, child: u64, held: &mut usize, refused: &mut u64) -> bool {
+    if parents.contains_key(&child) {
+        return true;
+    }
+    let full = parents.len() >= MAX_CHILD_VALUES
+        || (*held >= MAX_CHILD_VALUES_ALL && parents.len() >= MIN_CHILD_VALUES);
+    if full {
+        *refused += 1;
+    } else {
+        *held += 1;
+    }
+    !full
+}
+
 fn spread(mut v: Vec<u64>) -> Spread {
     v.sort_unstable();
     Spread { p50: v.get(v.len() / 2).copied().unwrap_or(0), max: v.last().copied().unwrap_or(0) }
@@ -240,14 +258,8 @@ impl Relationships {
                 st.children.push(children);
             }
             for (child, parent) in &s.pairs {
-                if !st.parents.contains_key(child) {
-                    if st.parents.len() >= MAX_CHILD_VALUES
-                        || (self.child_values >= MAX_CHILD_VALUES_ALL && st.parents.len() >= MIN_CHILD_VALUES)
-                    {
-                        self.values_refused += 1;
-                        continue;
-                    }
-                    self.child_values += 1;
+                if !admit(&st.parents, *child, &mut self.child_values, &mut self.values_refused) {
+                    continue;
                 }
                 let ps = st.parents.entry(*child).or_default();
                 if !ps.contains(parent) && ps.len() < MAX_PARENTS {
@@ -282,14 +294,8 @@ impl Relationships {
             st.child_writes += s.child_writes;
             st.children.extend(s.children.iter().take(MAX_SAMPLES.saturating_sub(st.children.len())));
             for (c, ps) in &s.parents {
-                if !st.parents.contains_key(c) {
-                    if st.parents.len() >= MAX_CHILD_VALUES
-                        || (self.child_values >= MAX_CHILD_VALUES_ALL && st.parents.len() >= MIN_CHILD_VALUES)
-                    {
-                        self.values_refused += 1;
-                        continue;
-                    }
-                    self.child_values += 1;
+                if !admit(&st.parents, *c, &mut self.child_values, &mut self.values_refused) {
+                    continue;
                 }
                 let mine = st.parents.entry(*c).or_default();
                 for p in ps {
@@ -768,5 +774,30 @@ pub(crate) fn reconcile(
             }
             .finding(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_values_are_bounded_per_relationship_and_in_all_with_a_floor_each() {
+        let (mut held, mut refused) = (MAX_CHILD_VALUES_ALL - 1, 0);
+        let mut late: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
+        // The last value of the global budget, then the floor every relationship keeps.
+        for child in 0..(MIN_CHILD_VALUES as u64 + 10) {
+            if admit(&late, child, &mut held, &mut refused) {
+                late.insert(child, vec![1]);
+            }
+        }
+        assert_eq!(late.len(), MIN_CHILD_VALUES, "a late relationship still counts its first values");
+        assert_eq!(refused, 10);
+        assert!(admit(&late, 0, &mut held, &mut refused), "a value counted already is always taken");
+        // Within the global budget, a relationship stops at its own bound.
+        let (mut held, mut refused) = (0, 0);
+        let full: FxHashMap<u64, Vec<u64>> = (0..MAX_CHILD_VALUES as u64).map(|c| (c, vec![])).collect();
+        assert!(!admit(&full, u64::MAX, &mut held, &mut refused));
+        assert_eq!((held, refused), (0, 1));
     }
 }

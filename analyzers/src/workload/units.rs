@@ -125,8 +125,6 @@ pub(crate) struct Unit {
     /// A later request started the same operation over: it joins no request by
     /// adjacency any more.
     superseded: bool,
-    /// Pairs held in its steps' `pairs`, up to [`MAX_PAIRS`].
-    pairs: usize,
 }
 
 /// The values a unit carries, each with the documents that carried it.
@@ -154,7 +152,6 @@ impl Unit {
             lossy: false,
             asks: Vec::new(),
             superseded: false,
-            pairs: 0,
         }
     }
 
@@ -656,14 +653,11 @@ impl Units {
                 if u.asks.len() < MAX_VALUES {
                     u.asks.push((step, *h, 1));
                 }
+                let held: usize = u.steps.iter().map(|s| s.pairs.len()).sum();
                 let s = &mut u.steps[usize::from(step)];
                 s.values += 1;
-                for p in parents {
-                    if u.pairs < MAX_PAIRS && s.pairs.len() < MAX_VALUES {
-                        s.pairs.push((*h, p));
-                        u.pairs += 1;
-                    }
-                }
+                let room = MAX_PAIRS.saturating_sub(held).min(MAX_VALUES.saturating_sub(s.pairs.len()));
+                s.pairs.extend(parents.into_iter().take(room).map(|p| (*h, p)));
             }
         }
         // What this step carries for the next: the values it asked for, and those of
