@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Offline analysis speed: a capture of real pymongo traffic to SecantusDB made with
-# dumpcap, then `mongotap analyze` (shapes, table, every detector and section, a JSON
-# report) and tshark's MongoDB dissector (decoding only: the opcode of every message) on
+# Offline analysis speed: a capture of real clients' traffic to SecantusDB made with
+# dumpcap (bench/mixed_traffic.py: pymongo, mongoengine, Mongoose, mongosh and the Node
+# driver, in turn), then `mongotap analyze` (shapes, table, every detector and section,
+# a JSON report) and tshark's MongoDB dissector (decoding only: the opcode of every message) on
 # the same file, five runs each, one after the other, in this one run: the medians and
 # the ratio. Then the same capture tiled to LARGE_MB (its copies later in time, their
 # clients at addresses of their own: target/release/tile) and analysed on every core
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_mb=${1:-10}
-[ -x .venv/bin/secantusd-py ] || ./scripts/setup.sh python
+[ -x .venv/bin/secantusd-py ] && [ -x tests/node/node_modules/.bin/mongosh ] || ./scripts/setup.sh
 command -v tshark >/dev/null || { echo "tshark is missing: ./scripts/setup.sh installs it" >&2; exit 2; }
 cargo build --release --quiet -p mongotap -p mongotap-bench --bin tile
 work=$(mktemp -d /tmp/mongotap-offline-bench.XXXXXX)
@@ -29,15 +30,9 @@ db_pid=$!
 dumpcap -q -i lo -f "tcp port $port" -w "$work/cap.pcapng" >"$work/dumpcap.log" 2>&1 &
 cap_pid=$!
 sleep 1.5
-# The seven examples' bad versions, over and over, until the capture is big enough.
-round=0
-while [ "$(stat -c %s "$work/cap.pcapng" 2>/dev/null || echo 0)" -lt $((target_mb * 1024 * 1024)) ]; do
-  for ex in order_page blog reviews order_updates sensors order_history display_name; do
-    .venv/bin/python "examples/$ex/app.py" "mongodb://127.0.0.1:$port/?directConnection=true&appName=$ex" \
-      "${ex}_$round" bad >/dev/null
-  done
-  round=$((round + 1))
-done
+# Real clients of every kind (the examples' pymongo apps, mongoengine, Mongoose, mongosh, the
+# Node driver), one of each in turn, until the capture is big enough.
+.venv/bin/python bench/mixed_traffic.py "$port" "$work/cap.pcapng" $((target_mb * 1024 * 1024))
 sleep 1
 kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null || true; cap_pid=
 size=$(stat -c %s "$work/cap.pcapng")
