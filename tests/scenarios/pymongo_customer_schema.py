@@ -16,6 +16,9 @@
   DB.customers, field mobile (the old field phone), with the $rename that finishes it.
 - either (S7): customers give a phone or a telegram handle, whichever they have, saved interleaved: two field
   sets by design, no drift.
+- verified (S8): sign-ups carry a `verifyToken` until the customer follows the link, when the app sets
+  `verifiedAt` and unsets the token: older customers have one field, newer ones the other, as in `renamed`, but
+  their updates moved them, no migration. No drift.
 - lock (S3): an optimistic lock's `version` counter bumped on every save: the values change, the fields do not.
   No finding, and no version field in the schemas section.
 """
@@ -25,7 +28,7 @@ import pymongo
 
 from common import args, check, fresh_db
 
-uri, dbname, mode = args(modes=("drift", "versions", "text_versions", "release", "renamed", "either", "lock"))
+uri, dbname, mode = args(modes=("drift", "versions", "text_versions", "release", "renamed", "either", "verified", "lock"))
 client, db = fresh_db(uri, dbname)
 now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
 db.customers.create_index("email", unique=True)  # the reads below are served: only the schema is at stake
@@ -62,6 +65,12 @@ elif mode == "renamed":
 elif mode == "either":
     for i in range(90):
         db.customers.insert_one(customer(i, **({"telegram": f"@c{i}"} if i % 3 == 0 else {"phone": f"555-{i:04}"})))
+elif mode == "verified":
+    for i in range(90):
+        db.customers.insert_one(customer(i, verifyToken=f"t{i:04}"))
+        if i >= 30:  # a customer verifies a while after signing up
+            db.customers.update_one({"email": f"c{i - 30}@example.com"},
+                                    {"$set": {"verifiedAt": now}, "$unset": {"verifyToken": ""}})
 else:
     db.customers.insert_many([customer(i, version=0) for i in range(60)])
     for i in range(0, 60, 2):

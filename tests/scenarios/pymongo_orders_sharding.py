@@ -8,9 +8,11 @@
   ranged) and `status` not recommended (low cardinality).
 - scattered (K2): events whose reads share no field: by time range, by a text field's prefix, by a kind with
   several values. The section should say plainly that reads would scatter.
-- by_date (K3), by_customer (K4): the customer workload on a collection already sharded, on `{createdAt: 1}`
-  (a monotonic ranged key: a hot shard; a bad_shard_key finding with the reshard command) or on
-  `{customerId: 1, createdAt: 1}` (it suits the traffic: no finding). SecantusDB is no cluster: the script
+- by_date (K3), by_customer (K4), by_hashed_id (K5): the customer workload on a collection already sharded,
+  on `{createdAt: 1}` (a monotonic ranged key: a hot shard; a high bad_shard_key finding with the reshard
+  command), on `{customerId: 1, createdAt: 1}` (it suits the traffic: no finding) or on `{_id: "hashed"}`,
+  the common default (spread evenly, no flaw of its own, but the reads by customer give no `_id`: they go to
+  every shard; a medium bad_shard_key finding). SecantusDB is no cluster: the script
   writes the document `mongos` keeps in `config.collections` first, and mongotap's side connection reads it
   as it would through `mongos` (the document stays: other scenarios' collections are not in it).
 """
@@ -21,10 +23,11 @@ from bson import ObjectId
 
 from common import args, check, fresh_db
 
-uri, dbname, mode = args(modes=("customer", "scattered", "by_date", "by_customer"))
+uri, dbname, mode = args(modes=("customer", "scattered", "by_date", "by_customer", "by_hashed_id"))
 client, db = fresh_db(uri, dbname)
-if mode in ("by_date", "by_customer"):
-    key = {"createdAt": 1} if mode == "by_date" else {"customerId": 1, "createdAt": 1}
+if mode in ("by_date", "by_customer", "by_hashed_id"):
+    key = {"by_date": {"createdAt": 1}, "by_customer": {"customerId": 1, "createdAt": 1},
+           "by_hashed_id": {"_id": "hashed"}}[mode]
     client.config.collections.replace_one({"_id": f"{dbname}.orders"}, {"key": key, "unique": False}, upsert=True)
     mode = "customer"
 rng = random.Random(7)

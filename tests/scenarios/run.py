@@ -157,7 +157,7 @@ def matches(expected, finding):
         link = finding.get("link")
         if not isinstance(link, dict) or any(link.get(k) != v for k, v in expected["link"].items()):
             return False
-    for key in ("lookups", "field"):
+    for key in ("lookups", "field", "severity"):
         if key in expected and finding.get(key) != expected[key]:
             return False
     return True

@@ -150,6 +150,10 @@ pub struct Writes {
     pub shard_key_updates: f64,
     /// Write statements counted.
     pub count: u64,
+    /// Of which inserts: they go to one shard whatever the key (every document
+    /// carries it), so they tell keys apart by their values only, not by routing.
+    #[serde(skip)]
+    pub inserts: u64,
 }
 
 fn share(n: u64, of: u64) -> f64 {
@@ -163,7 +167,7 @@ fn share(n: u64, of: u64) -> f64 {
 /// The read and write distribution of `rows` (one collection's) for `key`.
 pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes) {
     let first = key.first().map_or("", String::as_str);
-    let (mut r, mut w) = ([0u64; 3], [0u64; 5]);
+    let (mut r, mut w, mut inserts) = ([0u64; 3], [0u64; 5], 0);
     for row in rows {
         match row.category {
             Category::Read if row.command != "getMore" => {
@@ -179,6 +183,7 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
                 let n = row.statements.max(1);
                 if kind == "insert" {
                     w[0] += n;
+                    inserts += n;
                     continue;
                 }
                 let multi = shape.get("multi").and_then(Value::as_bool).unwrap_or(false);
@@ -212,6 +217,7 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
             single_without_key: share(w[3], writes),
             shard_key_updates: share(w[4], writes),
             count: writes,
+            inserts,
         },
     )
 }

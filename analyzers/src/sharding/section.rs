@@ -375,7 +375,7 @@ fn current_flaw<'c>(
     // Reads sent everywhere count unless reads are rare and the key serves the writes
     // (a collection updated by its key and rarely read is well sharded on it), and
     // only against a key that sends most reads to one shard and, by a margin, more of
-    // all the operations.
+    // the operations routed by a filter (see `score`).
     let rare_reads = now.reads.count * 5 < now.reads.count + now.writes.count;
     if now.reads.count == 0
         || now.reads.single_shard >= t.shard_min_single_reads
@@ -402,10 +402,15 @@ fn current_flaw<'c>(
 /// current key is called poor for its reads.
 const SCORE_MARGIN: f64 = 0.25;
 
-/// The share of a key's reads and writes that go to one shard.
+/// The share of a key's routed operations that go to one shard: its reads, and its
+/// writes that find their documents by a filter. Inserts go to one shard under any
+/// key: counted, a busy insert stream made a key whose reads all scatter look as
+/// good as one that sends them to one shard.
 fn score(c: &Candidate) -> f64 {
-    let (r, w) = (c.reads.count as f64, c.writes.count as f64);
-    (c.reads.single_shard * r + c.writes.single_shard * w) / (r + w).max(1.0)
+    let r = c.reads.count as f64;
+    let routed = c.writes.count.saturating_sub(c.writes.inserts) as f64;
+    let routed_single = (c.writes.single_shard * c.writes.count as f64 - c.writes.inserts as f64).max(0.0);
+    (c.reads.single_shard * r + routed_single) / (r + routed).max(1.0)
 }
 
 /// The recommendation (and command) for a collection sharded on `now`.
@@ -695,6 +700,42 @@ mod tests {
             "{}",
             bad[0].recommendation
         );
+    }
+
+    #[test]
+    fn a_hashed_id_that_spreads_inserts_is_poor_when_the_reads_never_give_the_id() {
+        // The common default, {_id: "hashed"}: no flaw of its own, every insert to one
+        // shard (as under any key), but every read by customer goes to every shard.
+        // Counted with the inserts, the customer key was not better by the margin.
+        let (mut s, c) = orders_script();
+        for i in 120..420i64 {
+            let d = doc! {"_id": ObjectId::new(), "customerId": (i * 97) % 150, "status": "placed",
+            "createdAt": DateTime::from_millis(1_700_000_000_000 + i * 60_000)};
+            s.exchange(
+                c,
+                doc! {"insert": "orders", "documents": [d], "$db": "shop"},
+                doc! {"n": 1, "ok": 1.0},
+            );
+        }
+        for i in 0..60 {
+            s.find(c, "shop.orders", doc! {"customerId": i}, vec![]);
+        }
+        let p = s.run();
+        p.detectors().catalog().lock().unwrap().set_shard_key(
+            "shop.orders",
+            Some(vec![("_id".into(), json!("hashed"))]),
+            0,
+        );
+        let report = Report::build(&p, RunFacts::default());
+        let bad: Vec<_> = report.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
+        assert_eq!(bad.len(), 1, "{:#?}", report.findings);
+        assert_eq!(bad[0].severity, "medium", "no flaw of its own: the reads decide");
+        assert!(
+            bad[0].recommendation.contains("100% of its reads go to several or every shard"),
+            "{}",
+            bad[0].recommendation
+        );
+        assert!(bad[0].fix.as_deref().is_some_and(|f| f.contains("customerId")), "{:?}", bad[0].fix);
     }
 
     #[test]
