@@ -150,10 +150,6 @@ pub struct Writes {
     pub shard_key_updates: f64,
     /// Write statements counted.
     pub count: u64,
-    /// Of which inserts: they go to one shard whatever the key (every document
-    /// carries it), so they tell keys apart by their values only, not by routing.
-    #[serde(skip)]
-    pub inserts: u64,
 }
 
 fn share(n: u64, of: u64) -> f64 {
@@ -164,10 +160,19 @@ fn share(n: u64, of: u64) -> f64 {
     }
 }
 
+/// The documents inserted by `rows` (one collection's): counted among every key's
+/// single-shard writes, since each carries its key, so they route no differently
+/// under one key than another.
+pub fn inserted(rows: &[&Row]) -> u64 {
+    let insert =
+        |r: &&&Row| r.category == Category::Write && statement(r).is_some_and(|(k, _)| k == "insert");
+    rows.iter().filter(insert).map(|r| r.statements.max(1)).sum()
+}
+
 /// The read and write distribution of `rows` (one collection's) for `key`.
 pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes) {
     let first = key.first().map_or("", String::as_str);
-    let (mut r, mut w, mut inserts) = ([0u64; 3], [0u64; 5], 0);
+    let (mut r, mut w) = ([0u64; 3], [0u64; 5]);
     for row in rows {
         match row.category {
             Category::Read if row.command != "getMore" => {
@@ -183,7 +188,6 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
                 let n = row.statements.max(1);
                 if kind == "insert" {
                     w[0] += n;
-                    inserts += n;
                     continue;
                 }
                 let multi = shape.get("multi").and_then(Value::as_bool).unwrap_or(false);
@@ -217,7 +221,6 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
             single_without_key: share(w[3], writes),
             shard_key_updates: share(w[4], writes),
             count: writes,
-            inserts,
         },
     )
 }

@@ -26,7 +26,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::distribution::{changed_by_writes, distribution, equality_fields, Form, Reads, Writes};
+use super::distribution::{changed_by_writes, distribution, equality_fields, inserted, Form, Reads, Writes};
 use super::ShardKeys;
 use crate::detectors::indexes::catalog::{IndexCatalog, ShardKey};
 use crate::detectors::Thresholds;
@@ -278,7 +278,7 @@ fn collection(
         c.rank = i + 1;
     }
     if let Some(now) = candidates.iter().find(|c| c.current) {
-        let (recommendation, command) = judge_current(ns, now, &candidates, t);
+        let (recommendation, command) = judge_current(ns, now, &candidates, t, inserted(rows));
         return CollectionKeys {
             namespace: ns.to_owned(),
             operations,
@@ -362,10 +362,12 @@ fn pct(x: f64) -> String {
 /// Why the current key is a bad one, when it is: its own flaw (monotonic ranged,
 /// too few values, a value holding many documents), or reads sent to every shard
 /// where the best candidate would send most to one.
+/// `inserts`: the collection's inserted documents (see [`score`]).
 fn current_flaw<'c>(
     now: &Candidate,
     candidates: &'c [Candidate],
     t: &Thresholds,
+    inserts: u64,
 ) -> Option<(String, Option<&'c Candidate>)> {
     let others = || candidates.iter().filter(|c| c.recommended && !c.current);
     // Unknown characteristics (too few inserts seen) say nothing against the key.
@@ -384,7 +386,8 @@ fn current_flaw<'c>(
         return None;
     }
     let b = others().find(|b| {
-        b.reads.single_shard >= t.shard_min_single_reads && score(b) >= score(now) + SCORE_MARGIN
+        b.reads.single_shard >= t.shard_min_single_reads
+            && score(b, inserts) >= score(now, inserts) + SCORE_MARGIN
     })?;
     Some((
         format!(
@@ -406,10 +409,10 @@ const SCORE_MARGIN: f64 = 0.25;
 /// writes that find their documents by a filter. Inserts go to one shard under any
 /// key: counted, a busy insert stream made a key whose reads all scatter look as
 /// good as one that sends them to one shard.
-fn score(c: &Candidate) -> f64 {
+fn score(c: &Candidate, inserts: u64) -> f64 {
     let r = c.reads.count as f64;
-    let routed = c.writes.count.saturating_sub(c.writes.inserts) as f64;
-    let routed_single = (c.writes.single_shard * c.writes.count as f64 - c.writes.inserts as f64).max(0.0);
+    let routed = c.writes.count.saturating_sub(inserts) as f64;
+    let routed_single = (c.writes.single_shard * c.writes.count as f64 - inserts as f64).max(0.0);
     (c.reads.single_shard * r + routed_single) / (r + routed).max(1.0)
 }
 
@@ -419,6 +422,7 @@ fn judge_current(
     now: &Candidate,
     candidates: &[Candidate],
     t: &Thresholds,
+    inserts: u64,
 ) -> (String, Option<String>) {
     let figures = format!(
         "{rs} of its reads and {ws} of its writes go to one shard ({sg} of reads to every shard)",
@@ -426,7 +430,7 @@ fn judge_current(
         ws = pct(now.writes.single_shard),
         sg = pct(now.reads.scatter_gather),
     );
-    match current_flaw(now, candidates, t) {
+    match current_flaw(now, candidates, t, inserts) {
         None if now.distinct_values.is_none() => (
             format!(
                 "{ns} is sharded on {}: {figures}. Its characteristics (cardinality, monotonicity) are unknown: fewer than {MIN_INSERTS} documents carrying it were inserted through mongotap.",
@@ -488,9 +492,13 @@ pub fn findings(
     if !catalog.any_shard_key() {
         return out;
     }
+    let rows = table.rows();
     for c in build(keys, table, t, catalog) {
         let Some(now) = c.candidates.iter().find(|k| k.current) else { continue };
-        let Some((why, better)) = current_flaw(now, &c.candidates, t) else { continue };
+        let mine: Vec<&crate::table::Row> =
+            rows.iter().copied().filter(|r| r.namespace == c.namespace).collect();
+        let inserts = inserted(&mine);
+        let Some((why, better)) = current_flaw(now, &c.candidates, t, inserts) else { continue };
         // Its own flaw (a hot shard, jumbo chunks) is high; reads that scatter, medium.
         let own = now.not_recommended.is_some() && now.distinct_values.is_some();
         let severity = if own { Severity::High } else { Severity::Medium };
