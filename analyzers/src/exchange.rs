@@ -421,6 +421,7 @@ fn complete(
     let mut docs_returned = 0;
     let mut error_code = None;
     let mut cursor_id = None;
+    let mut batch_at = None;
     if let Some(r) = &reply {
         if let Some(view) = CommandReply::from_message(r) {
             let summary = view.summary();
@@ -430,6 +431,7 @@ fn complete(
             };
             error_code = summary.error_code;
             cursor_id = summary.cursor_id.filter(|id| *id != 0);
+            batch_at = summary.batch_at;
         }
     }
     let compressor = p.request.as_ref().and_then(|m| m.compressor);
@@ -448,6 +450,7 @@ fn complete(
         request_bytes: p.request_bytes,
         reply_bytes,
         docs_returned,
+        batch_at,
         error_code,
         cursor_id,
         compressor,

@@ -81,6 +81,9 @@ pub struct Operation {
     pub reply_bytes: u64,
     /// Documents returned: `firstBatch`/`nextBatch` length, or OP_REPLY's count.
     pub docs_returned: u64,
+    /// Where that batch sits in the reply's body (see [`Operation::batch`]), found
+    /// while counting it.
+    pub batch_at: Option<(u32, u32)>,
     /// The error code, when the command failed or a write failed.
     pub error_code: Option<i32>,
     /// The cursor to continue with, when the reply left one open.
@@ -98,6 +101,17 @@ impl Operation {
     /// The reply as a command reply view.
     pub fn reply_view(&self) -> Option<CommandReply<'_>> {
         CommandReply::from_message(self.reply.as_ref()?)
+    }
+
+    /// The documents the reply returned (`firstBatch` or `nextBatch`) as the
+    /// document an array is on the wire, or `None` when it returned none.
+    pub fn batch<'o>(&'o self, reply: &CommandReply<'o>) -> Option<&'o bson::RawDocument> {
+        match (self.docs_returned, self.batch_at) {
+            (0, _) => None,
+            (_, Some(at)) => reply.batch_at(at),
+            // Built by hand (tests, a merge): look for it.
+            (_, None) => reply.batch_elements(),
+        }
     }
 
     /// Whether the operation failed.

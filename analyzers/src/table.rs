@@ -365,6 +365,7 @@ impl AccessTable {
             self.kill_cursors(&op.namespace, cmd);
         }
         let mut first = None;
+        view.shape_ids.reserve_exact(view.statements.len());
         for s in &view.statements {
             let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
             let key = self.add(op, ns, category, &s.shape, None, s.statements);

@@ -85,8 +85,7 @@ impl<'o> OpView<'o> {
         let reply = if op.sensitive { None } else { op.reply_view() };
         let category = command.as_ref().map_or(Category::Command, crate::shape::command::category);
         let statements = statements.unwrap_or_else(|| command.as_ref().map(shapes).unwrap_or_default());
-        // Most replies carry no documents; finding the batch costs a walk, so skip it.
-        let batch = if op.docs_returned > 0 { reply.as_ref().and_then(|r| r.batch_elements()) } else { None };
+        let batch = reply.as_ref().and_then(|r| op.batch(r));
         let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));
         let outcome = match (&command, &reply) {
             (Some(c), Some(r)) if category == Category::Write => Some(Outcome::of(c.name, r)),
@@ -157,7 +156,7 @@ impl<'o> OpView<'o> {
     /// (field, value), found once for every analyzer that follows values.
     pub fn equalities(&self) -> &[(&'o [u8], Element<'o>)] {
         self.equalities.get_or_init(|| {
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(4);
             if let Some(filter) = self.filter() {
                 crate::values::equalities(filter, &mut |field, e| out.push((field, *e)));
             }

@@ -140,6 +140,9 @@ pub struct ReplySummary {
     pub cursor_id: Option<i64>,
     /// Documents in `firstBatch` or `nextBatch`.
     pub batch_len: u64,
+    /// Where that batch sits in the reply body, as (offset, length) of the array
+    /// (see [`CommandReply::batch_at`]): finding it again costs another walk.
+    pub batch_at: Option<(u32, u32)>,
 }
 
 /// A command reply: the OP_MSG body, or the first OP_REPLY document.
@@ -227,19 +230,28 @@ impl<'m> CommandReply<'m> {
             }
         }
         let error_code = if ok { first_write_error } else { Some(code.unwrap_or(-1)) };
-        let (mut cursor_id, mut batch_len) = (None, 0);
+        let (mut cursor_id, mut batch_len, mut batch_at) = (None, 0, None);
         for e in cursor.into_iter().flat_map(element::elements) {
             match (e.key, e.kind) {
                 (b"id", 0x12) => cursor_id = e.as_i64(),
                 // A batch's documents are counted by their length prefixes, never decoded.
                 (b"firstBatch" | b"nextBatch", 0x04) => {
                     batch_len =
-                        RawDocument::from_bytes(e.value).map_or(0, |a| element::elements(a).count() as u64)
+                        RawDocument::from_bytes(e.value).map_or(0, |a| element::elements(a).count() as u64);
+                    let offset = e.value.as_ptr() as usize - self.body.as_bytes().as_ptr() as usize;
+                    batch_at = u32::try_from(offset).ok().zip(u32::try_from(e.value.len()).ok());
                 }
                 _ => {}
             }
         }
-        ReplySummary { ok, error_code, cursor_id, batch_len }
+        ReplySummary { ok, error_code, cursor_id, batch_len, batch_at }
+    }
+
+    /// The batch at `at` (from [`ReplySummary::batch_at`] of this same reply), as
+    /// [`CommandReply::batch_elements`] finds it.
+    pub fn batch_at(&self, at: (u32, u32)) -> Option<&'m RawDocument> {
+        let start = at.0 as usize;
+        RawDocument::from_bytes(self.body.as_bytes().get(start..start + at.1 as usize)?).ok()
     }
 
     /// `n` of write and count replies.
@@ -356,7 +368,9 @@ mod tests {
         let e = msg(doc! {"ok": 0.0, "errmsg": "x", "code": 26});
         assert_eq!(CommandReply::from_message(&e).unwrap().error_code(), Some(26));
         let s = CommandReply::from_message(&r).unwrap().summary();
-        assert_eq!(s, ReplySummary { ok: true, error_code: None, cursor_id: Some(42), batch_len: 2 });
+        assert_eq!((s.ok, s.error_code, s.cursor_id, s.batch_len), (true, None, Some(42), 2));
+        let at = v.batch_at(s.batch_at.expect("a batch")).expect("found where it was");
+        assert_eq!(Some(at.as_bytes()), v.batch_elements().map(|b| b.as_bytes()));
         let mixed = msg(doc! {"cursor": {"id": 0_i64, "nextBatch": [1, "x", {"a": 1}]}, "ok": 1});
         assert_eq!(CommandReply::from_message(&mixed).unwrap().summary().batch_len, 3);
         assert_eq!(CommandReply::from_message(&e).unwrap().summary().error_code, Some(26));

@@ -98,7 +98,8 @@ impl OpMsg {
             checksum = Some(expected);
             r.set_end(at);
         }
-        let mut sections = Vec::new();
+        // Nearly every message is its body alone: one allocation, not a growth.
+        let mut sections = Vec::with_capacity(1);
         let mut bodies = 0;
         while r.remaining() > 0 {
             let kind_at = r.pos();
