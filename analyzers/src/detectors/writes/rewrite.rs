@@ -363,6 +363,10 @@ impl Detector for Rewrite {
                 continue;
             }
             match u.change {
+                // A document of its `_id` alone has nothing an operator could write
+                // instead: saved again and again (mongoengine's own tests do), it is no
+                // rewrite of anything.
+                Change::Replacement(d) if element::elements(d).all(|e| e.key == b"_id") => {}
                 Change::Replacement(d) => {
                     self.watched.insert(ns.clone());
                     let new = self.copy_of(d);
