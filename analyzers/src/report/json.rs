@@ -4,9 +4,15 @@ use super::Report;
 
 /// The report as pretty JSON.
 pub fn render(r: &Report) -> String {
-    let mut s = serde_json::to_string_pretty(r).expect("a report always serialises");
-    s.push('\n');
-    s
+    let mut out = Vec::new();
+    write(r, &mut out).expect("a report always serialises");
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+/// [`render`], written to `w` as it goes rather than built whole first.
+pub fn write(r: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, r)?;
+    w.write_all(b"\n")
 }
 
 /// Reads a saved report back (for `mongotap report`).
