@@ -225,7 +225,7 @@ impl<'m> CommandReply<'m> {
                     first_write_error =
                         first.map(|w| w.as_document().and_then(|d| d.get_i32("code").ok()).unwrap_or(-1));
                 }
-                (b"cursor", 0x03) => cursor = e.as_document(),
+                (b"cursor", 0x03) if cursor.is_none() => cursor = e.as_document(),
                 _ => {}
             }
         }
@@ -235,7 +235,8 @@ impl<'m> CommandReply<'m> {
             match (e.key, e.kind) {
                 (b"id", 0x12) => cursor_id = e.as_i64(),
                 // A batch's documents are counted by their length prefixes, never decoded.
-                (b"firstBatch" | b"nextBatch", 0x04) => {
+                // The first batch is the one (as [`CommandReply::batch_elements`] finds it).
+                (b"firstBatch" | b"nextBatch", 0x04) if batch_at.is_none() => {
                     batch_len =
                         RawDocument::from_bytes(e.value).map_or(0, |a| element::elements(a).count() as u64);
                     let offset = e.value.as_ptr() as usize - self.body.as_bytes().as_ptr() as usize;
@@ -371,6 +372,14 @@ mod tests {
         assert_eq!((s.ok, s.error_code, s.cursor_id, s.batch_len), (true, None, Some(42), 2));
         let at = v.batch_at(s.batch_at.expect("a batch")).expect("found where it was");
         assert_eq!(Some(at.as_bytes()), v.batch_elements().map(|b| b.as_bytes()));
+        let two = msg(doc! {"cursor": {"id": 0_i64, "firstBatch": [], "nextBatch": [{"a": 1}]}, "ok": 1});
+        let (v2, s2) =
+            (CommandReply::from_message(&two).unwrap(), CommandReply::from_message(&two).unwrap().summary());
+        assert_eq!(s2.batch_len, 0, "the first batch, as batch_elements finds it");
+        assert_eq!(
+            v2.batch_at(s2.batch_at.unwrap()).map(|b| b.as_bytes()),
+            v2.batch_elements().map(|b| b.as_bytes())
+        );
         let mixed = msg(doc! {"cursor": {"id": 0_i64, "nextBatch": [1, "x", {"a": 1}]}, "ok": 1});
         assert_eq!(CommandReply::from_message(&mixed).unwrap().summary().batch_len, 3);
         assert_eq!(CommandReply::from_message(&e).unwrap().summary().error_code, Some(26));

@@ -160,19 +160,18 @@ fn share(n: u64, of: u64) -> f64 {
     }
 }
 
-/// The documents inserted by `rows` (one collection's): counted among every key's
-/// single-shard writes, since each carries its key, so they route no differently
-/// under one key than another.
-pub fn inserted(rows: &[&Row]) -> u64 {
-    let insert =
-        |r: &&&Row| r.category == Category::Write && statement(r).is_some_and(|(k, _)| k == "insert");
-    rows.iter().filter(insert).map(|r| r.statements.max(1)).sum()
+/// What `rows` (one collection's) send where under `key`: reads by target (one
+/// shard, several, all), write statements by target (one, several, all as a multi
+/// write, all as a single one) and those changing the key, and of them the inserts.
+struct Counts {
+    reads: [u64; 3],
+    writes: [u64; 5],
+    inserts: u64,
 }
 
-/// The read and write distribution of `rows` (one collection's) for `key`.
-pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes) {
+fn counts(rows: &[&Row], key: &[String], form: Form) -> Counts {
     let first = key.first().map_or("", String::as_str);
-    let (mut r, mut w) = ([0u64; 3], [0u64; 5]);
+    let mut c = Counts { reads: [0; 3], writes: [0; 5], inserts: 0 };
     for row in rows {
         match row.category {
             Category::Read if row.command != "getMore" => {
@@ -181,13 +180,14 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
                     Target::Several => 1,
                     Target::All => 2,
                 };
-                r[i] += row.count;
+                c.reads[i] += row.count;
             }
             Category::Write => {
                 let Some((kind, shape)) = statement(row) else { continue };
                 let n = row.statements.max(1);
                 if kind == "insert" {
-                    w[0] += n;
+                    c.writes[0] += n;
+                    c.inserts += n;
                     continue;
                 }
                 let multi = shape.get("multi").and_then(Value::as_bool).unwrap_or(false);
@@ -197,14 +197,20 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
                     (Target::All, true) => 2,
                     (Target::All, false) => 3,
                 };
-                w[i] += n;
+                c.writes[i] += n;
                 if changes_key(shape, key) {
-                    w[4] += n;
+                    c.writes[4] += n;
                 }
             }
             _ => {}
         }
     }
+    c
+}
+
+/// The read and write distribution of `rows` (one collection's) for `key`.
+pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes) {
+    let Counts { reads: r, writes: w, .. } = counts(rows, key, form);
     let reads: u64 = r.iter().sum();
     let writes: u64 = w[..4].iter().sum();
     (
@@ -223,6 +229,15 @@ pub fn distribution(rows: &[&Row], key: &[String], form: Form) -> (Reads, Writes
             count: writes,
         },
     )
+}
+
+/// The write statements of `rows` that find their documents by a filter under
+/// `key`, as (sent to one shard, in all). Inserts are not among them: each carries
+/// the key and goes to one shard under any key, so they tell keys apart by their
+/// values (cardinality, monotonicity), never by routing.
+pub fn routed_writes(rows: &[&Row], key: &[String], form: Form) -> (u64, u64) {
+    let c = counts(rows, key, form);
+    (c.writes[0] - c.inserts, c.writes[..4].iter().sum::<u64>() - c.inserts)
 }
 
 /// The fields a collection's statements ask by equality, with the executions

@@ -26,14 +26,16 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::distribution::{changed_by_writes, distribution, equality_fields, inserted, Form, Reads, Writes};
+use super::distribution::{
+    changed_by_writes, distribution, equality_fields, routed_writes, Form, Reads, Writes,
+};
 use super::ShardKeys;
 use crate::detectors::indexes::catalog::{IndexCatalog, ShardKey};
 use crate::detectors::Thresholds;
 use crate::finding::{Draft, Finding, Severity};
 use crate::namespace::is_system;
 use crate::shape::command::Category;
-use crate::table::AccessTable;
+use crate::table::{AccessTable, Row};
 
 /// Equality fields taken as candidates per collection.
 const MAX_FIELDS: usize = 4;
@@ -139,7 +141,7 @@ pub fn build(
     namespaces
         .into_iter()
         .map(|(ns, operations)| {
-            let mine: Vec<&crate::table::Row> = rows.iter().copied().filter(|r| r.namespace == ns).collect();
+            let mine: Vec<&Row> = rows.iter().copied().filter(|r| r.namespace == ns).collect();
             collection(ns, operations, &mine, keys, t, catalog.shard_key(ns))
         })
         .collect()
@@ -148,7 +150,7 @@ pub fn build(
 fn collection(
     ns: &str,
     operations: u64,
-    rows: &[&crate::table::Row],
+    rows: &[&Row],
     keys: &ShardKeys,
     t: &Thresholds,
     current: Option<&ShardKey>,
@@ -278,7 +280,7 @@ fn collection(
         c.rank = i + 1;
     }
     if let Some(now) = candidates.iter().find(|c| c.current) {
-        let (recommendation, command) = judge_current(ns, now, &candidates, t, inserted(rows));
+        let (recommendation, command) = judge_current(ns, now, &candidates, t, rows);
         return CollectionKeys {
             namespace: ns.to_owned(),
             operations,
@@ -362,32 +364,36 @@ fn pct(x: f64) -> String {
 /// Why the current key is a bad one, when it is: its own flaw (monotonic ranged,
 /// too few values, a value holding many documents), or reads sent to every shard
 /// where the best candidate would send most to one.
-/// `inserts`: the collection's inserted documents (see [`score`]).
+/// `rows`: the collection's (see [`routed`]).
 fn current_flaw<'c>(
     now: &Candidate,
     candidates: &'c [Candidate],
     t: &Thresholds,
-    inserts: u64,
+    rows: &[&Row],
 ) -> Option<(String, Option<&'c Candidate>)> {
     let others = || candidates.iter().filter(|c| c.recommended && !c.current);
     // Unknown characteristics (too few inserts seen) say nothing against the key.
     if let Some(why) = now.not_recommended.as_ref().filter(|_| now.distinct_values.is_some()) {
         return Some((why.clone(), others().next()));
     }
-    // Reads sent everywhere count unless reads are rare and the key serves the writes
-    // (a collection updated by its key and rarely read is well sharded on it), and
-    // only against a key that sends most reads to one shard and, by a margin, more of
-    // the operations routed by a filter (see `score`).
+    // Reads sent everywhere count unless they are under a fifth of the operations and
+    // the key serves the writes: sends most updates and deletes to one shard (a
+    // collection updated by its key and rarely read is well sharded on it; inserts,
+    // one shard each under any key, say nothing either way). And they count only
+    // against a key that sends most reads to one shard and, by a margin, more of the
+    // operations it routes (see `score`).
+    let (routed_single, routed_all) = routed(rows, &now.key);
     let rare_reads = now.reads.count * 5 < now.reads.count + now.writes.count;
+    let serves_writes = routed_single as f64 >= t.shard_min_single_reads * routed_all as f64;
     if now.reads.count == 0
         || now.reads.single_shard >= t.shard_min_single_reads
-        || (rare_reads && now.writes.single_shard >= t.shard_min_single_reads)
+        || (rare_reads && serves_writes)
     {
         return None;
     }
+    let now_score = score(now, rows);
     let b = others().find(|b| {
-        b.reads.single_shard >= t.shard_min_single_reads
-            && score(b, inserts) >= score(now, inserts) + SCORE_MARGIN
+        b.reads.single_shard >= t.shard_min_single_reads && score(b, rows) >= now_score + SCORE_MARGIN
     })?;
     Some((
         format!(
@@ -405,15 +411,21 @@ fn current_flaw<'c>(
 /// current key is called poor for its reads.
 const SCORE_MARGIN: f64 = 0.25;
 
-/// The share of a key's routed operations that go to one shard: its reads, and its
-/// writes that find their documents by a filter. Inserts go to one shard under any
-/// key: counted, a busy insert stream made a key whose reads all scatter look as
-/// good as one that sends them to one shard.
-fn score(c: &Candidate, inserts: u64) -> f64 {
+/// The share of the operations a key routes that go to one shard: its reads, and
+/// its writes that find their documents by a filter. Inserts go to one shard under
+/// any key: counted, a busy insert stream made a key whose reads all scatter look
+/// as good as one that sends them to one shard.
+fn score(c: &Candidate, rows: &[&Row]) -> f64 {
+    let (single, all) = routed(rows, &c.key);
     let r = c.reads.count as f64;
-    let routed = c.writes.count.saturating_sub(inserts) as f64;
-    let routed_single = (c.writes.single_shard * c.writes.count as f64 - inserts as f64).max(0.0);
-    (c.reads.single_shard * r + routed_single) / (r + routed).max(1.0)
+    (c.reads.single_shard * r + single as f64) / (r + all as f64).max(1.0)
+}
+
+/// [`routed_writes`] of `rows` under a candidate `key`.
+fn routed(rows: &[&Row], key: &[(String, Value)]) -> (u64, u64) {
+    let form = if key.first().is_some_and(|k| k.1 == json!("hashed")) { Form::Hashed } else { Form::Ranged };
+    let names: Vec<String> = key.iter().map(|(f, _)| f.clone()).collect();
+    routed_writes(rows, &names, form)
 }
 
 /// The recommendation (and command) for a collection sharded on `now`.
@@ -422,7 +434,7 @@ fn judge_current(
     now: &Candidate,
     candidates: &[Candidate],
     t: &Thresholds,
-    inserts: u64,
+    rows: &[&Row],
 ) -> (String, Option<String>) {
     let figures = format!(
         "{rs} of its reads and {ws} of its writes go to one shard ({sg} of reads to every shard)",
@@ -430,7 +442,7 @@ fn judge_current(
         ws = pct(now.writes.single_shard),
         sg = pct(now.reads.scatter_gather),
     );
-    match current_flaw(now, candidates, t, inserts) {
+    match current_flaw(now, candidates, t, rows) {
         None if now.distinct_values.is_none() => (
             format!(
                 "{ns} is sharded on {}: {figures}. Its characteristics (cardinality, monotonicity) are unknown: fewer than {MIN_INSERTS} documents carrying it were inserted through mongotap.",
@@ -495,10 +507,8 @@ pub fn findings(
     let rows = table.rows();
     for c in build(keys, table, t, catalog) {
         let Some(now) = c.candidates.iter().find(|k| k.current) else { continue };
-        let mine: Vec<&crate::table::Row> =
-            rows.iter().copied().filter(|r| r.namespace == c.namespace).collect();
-        let inserts = inserted(&mine);
-        let Some((why, better)) = current_flaw(now, &c.candidates, t, inserts) else { continue };
+        let mine: Vec<&Row> = rows.iter().copied().filter(|r| r.namespace == c.namespace).collect();
+        let Some((why, better)) = current_flaw(now, &c.candidates, t, &mine) else { continue };
         // Its own flaw (a hot shard, jumbo chunks) is high; reads that scatter, medium.
         let own = now.not_recommended.is_some() && now.distinct_values.is_some();
         let severity = if own { Severity::High } else { Severity::Medium };
@@ -710,11 +720,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_hashed_id_that_spreads_inserts_is_poor_when_the_reads_never_give_the_id() {
-        // The common default, {_id: "hashed"}: no flaw of its own, every insert to one
-        // shard (as under any key), but every read by customer goes to every shard.
-        // Counted with the inserts, the customer key was not better by the margin.
+    /// The orders of [`orders_script`] and 300 more, then `more` (reads, updates) on a
+    /// collection sharded on `{_id: "hashed"}`: its `bad_shard_key` findings.
+    fn on_a_hashed_id(more: impl FnOnce(&mut Script, crate::event::ConnId)) -> Vec<crate::finding::Finding> {
         let (mut s, c) = orders_script();
         for i in 120..420i64 {
             let d = doc! {"_id": ObjectId::new(), "customerId": (i * 97) % 150, "status": "placed",
@@ -725,9 +733,7 @@ mod tests {
                 doc! {"n": 1, "ok": 1.0},
             );
         }
-        for i in 0..60 {
-            s.find(c, "shop.orders", doc! {"customerId": i}, vec![]);
-        }
+        more(&mut s, c);
         let p = s.run();
         p.detectors().catalog().lock().unwrap().set_shard_key(
             "shop.orders",
@@ -735,8 +741,20 @@ mod tests {
             0,
         );
         let report = Report::build(&p, RunFacts::default());
-        let bad: Vec<_> = report.findings.iter().filter(|f| f.kind == "bad_shard_key").collect();
-        assert_eq!(bad.len(), 1, "{:#?}", report.findings);
+        report.findings.into_iter().filter(|f| f.kind == "bad_shard_key").collect()
+    }
+
+    #[test]
+    fn a_hashed_id_that_spreads_inserts_is_poor_when_the_reads_never_give_the_id() {
+        // The common default, {_id: "hashed"}: no flaw of its own, every insert to one
+        // shard (as under any key), but every read by customer goes to every shard.
+        // Counted with the inserts, the customer key was not better by the margin.
+        let bad = on_a_hashed_id(|s, c| {
+            for i in 0..60 {
+                s.find(c, "shop.orders", doc! {"customerId": i}, vec![]);
+            }
+        });
+        assert_eq!(bad.len(), 1, "{bad:#?}");
         assert_eq!(bad[0].severity, "medium", "no flaw of its own: the reads decide");
         assert!(
             bad[0].recommendation.contains("100% of its reads go to several or every shard"),
@@ -744,6 +762,20 @@ mod tests {
             bad[0].recommendation
         );
         assert!(bad[0].fix.as_deref().is_some_and(|f| f.contains("customerId")), "{:?}", bad[0].fix);
+    }
+
+    #[test]
+    fn rare_reads_are_excused_by_the_updates_the_key_serves_not_by_inserts() {
+        // Reads under a fifth of the operations, but the updates (by customer) go to
+        // every shard under {_id: "hashed"}: the inserts, one shard each under any
+        // key, no longer make the key look as if it served the writes.
+        let bad = on_a_hashed_id(|s, c| {
+            for i in 0..100 {
+                s.update(c, "shop.orders", doc! {"customerId": i % 150}, doc! {"$set": {"status": "paid"}});
+            }
+        });
+        assert_eq!(bad.len(), 1, "{bad:#?}");
+        assert_eq!(bad[0].severity, "medium");
     }
 
     #[test]

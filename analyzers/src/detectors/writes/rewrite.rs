@@ -365,8 +365,13 @@ impl Detector for Rewrite {
             match u.change {
                 // A document of its `_id` alone has nothing an operator could write
                 // instead: saved again and again (mongoengine's own tests do), it is no
-                // rewrite of anything.
-                Change::Replacement(d) if element::elements(d).all(|e| e.key == b"_id") => {}
+                // rewrite of anything. What is remembered of it is that it has no field.
+                Change::Replacement(d) if element::elements(d).all(|e| e.key == b"_id") => {
+                    if let Some(c) = self.copies.get_mut(&key) {
+                        c.fields.clear();
+                        c.last_used = now;
+                    }
+                }
                 Change::Replacement(d) => {
                     self.watched.insert(ns.clone());
                     let new = self.copy_of(d);

@@ -165,3 +165,27 @@ fn saving_a_document_of_its_id_alone_again_and_again_is_no_rewrite() {
     }
     assert!(rewrites(s).is_empty());
 }
+
+#[test]
+fn a_document_emptied_to_its_id_is_remembered_empty() {
+    // Emptied to its `_id`, then saved whole again, over and over: each whole save
+    // writes every field anew (a fair replacement), not "nothing changed" against the
+    // copy from before it was emptied.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.7:50001", "shop", "PyMongo 4.20.1");
+    let mut replace = |id: i32, u: bson::Document| {
+        s.exchange(
+            c,
+            doc! {"update": "doc", "updates": [{"q": {"_id": id}, "u": u}], "$db": "t"},
+            doc! {"n": 1, "nModified": 1, "ok": 1.0},
+        );
+    };
+    for id in 0..6 {
+        for _ in 0..3 {
+            replace(id, doc! {"_id": id});
+            replace(id, doc! {"_id": id, "a": 1, "b": "two", "c": [3, 3, 3]});
+        }
+    }
+    let f = rewrites(s);
+    assert!(f.is_empty(), "{f:#?}");
+}
