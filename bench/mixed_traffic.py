@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CLIENT_TIMEOUT = 300  # seconds for one client (mongoengine's own test suite is the longest)
 EXAMPLES = ["order_page", "blog", "reviews", "order_updates", "sensors", "order_history", "display_name"]
 
 
@@ -53,9 +54,14 @@ def main():
     count, seconds = Counter(), Counter()
     rnd = 0
     while True:
+        size_before = capture.stat().st_size if capture.exists() else 0
         for client, name, argv in runs(port, rnd):
             started = time.perf_counter()
-            done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True, timeout=CLIENT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                sys.exit(f"{name} ({client}) took more than {CLIENT_TIMEOUT} s")
             if done.returncode != 0:
                 sys.exit(f"{name} ({client}) exited with {done.returncode}:\n{done.stderr[-2000:]}")
             count[client] += 1
@@ -64,6 +70,8 @@ def main():
                 tally = ", ".join(f"{c} {count[c]} runs in {seconds[c]:.0f} s" for c in sorted(count))
                 print(f"traffic: {rnd + 1} round(s): {tally}")
                 return
+        if not capture.exists() or capture.stat().st_size == size_before:
+            sys.exit(f"{capture} did not grow in a whole round: is the capture recording port {port}?")
         rnd += 1
 
 

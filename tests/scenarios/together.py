@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from run import (CLIENT_TIMEOUT, DEFAULT_SCORED, HERE, ROOT, ScenarioError, cleanup, describe, free_port,
+from run import (CLIENT_TIMEOUT, DEFAULT_SCORED, HERE, ROOT, ScenarioError, cleanup, describe, forget, free_port,
                  score, start, stop, substitute, tail, tools, wait_listening)
 
 
@@ -45,15 +45,21 @@ def main():
     scored = {k.strip() for k in args.scored.split(",") if k.strip()}
     scenarios = [s for s in json.loads((HERE / "scenarios.json").read_text()) if not s.get("show_values")]
     if args.only:
-        wanted = {n.strip() for n in args.only.split(",")}
+        wanted = {n.strip() for n in args.only.split(",") if n.strip()}
+        unknown = sorted(wanted - {s["name"] for s in scenarios})
+        if unknown:
+            sys.exit(f"unknown scenario(s) (or ones that need their own proxy flags): {', '.join(unknown)}")
         scenarios = [s for s in scenarios if s["name"] in wanted]
+    secantusd = ROOT / ".venv" / "bin" / "secantusd-py"
+    if not secantusd.exists():
+        sys.exit(f"no {secantusd}: run scripts/setup.sh first")
     workdir = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="mongotap-together-"))
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "together.report.json"
     started = time.monotonic()
     try:
         db_port, proxy_port = free_port(), free_port()
-        db = start([str(ROOT / ".venv" / "bin" / "secantusd-py"), "--host", "127.0.0.1", "--port", str(db_port),
+        db = start([str(secantusd), "--host", "127.0.0.1", "--port", str(db_port),
                     "--storage-path", ":memory:", "--standalone", "--log-level", "WARNING"],
                    workdir / "secantusdb.log", cwd=ROOT)
         wait_listening(db_port, db, "SecantusDB", timeout=30)
@@ -84,17 +90,19 @@ def main():
                     code = "timeout"
                 finally:
                     stop(client, signal.SIGKILL, grace=5.0)
+                    forget(client)
                 if code != 0:
                     failed.append((dbname, code, tail(log, 5)))
                     continue
                 runs[s["client"]] += 1
                 expected += [dict(e, _scenario=dbname) for e in substitute(s["expect"], {"db": dbname})]
         code, in_time = stop(proxy, grace=60.0)
+        forget(proxy)
         if code != 0 or not in_time:
             raise ScenarioError(f"mongotap exited with {code} (in time: {in_time}):\n{tail(workdir / 'mongotap.log')}")
         findings = json.loads(report.read_text())["findings"]
     except ScenarioError as e:
-        sys.exit(f"ERROR {e}")
+        sys.exit(f"ERROR {e}\n(logs in {workdir})")
     finally:
         cleanup()
 
