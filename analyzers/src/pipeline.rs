@@ -289,7 +289,7 @@ impl Pipeline {
         let mut findings = a.detectors.findings(&a.table, &a.schemas);
         a.workload.reconcile(&a.table, &mut findings);
         let catalog = a.detectors.catalog().lock().unwrap_or_else(|e| e.into_inner());
-        findings.extend(crate::sharding::section::findings(
+        findings.extend(crate::sharding::current::findings(
             &a.shard_keys,
             &a.table,
             a.detectors.thresholds(),

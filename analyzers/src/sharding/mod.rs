@@ -9,8 +9,10 @@
 //! documents, kept here as keyed hashes in bounded sketches: distinct values
 //! (HyperLogLog), the most common values' counts (Space-Saving) and whether values
 //! rise with time (monotonic: ObjectIds, dates, counters). [`section`] ranks the
-//! candidates and writes the report's `shard_keys` section.
+//! candidates and writes the report's `shard_keys` section; [`current`] judges the
+//! key a collection is sharded on now (`bad_shard_key`).
 
+pub mod current;
 pub mod distribution;
 pub mod section;
 

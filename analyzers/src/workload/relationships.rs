@@ -17,6 +17,11 @@
 //! copy a few rarely changing fields of a shared child (extended reference); keep a
 //! bounded subset of an unbounded child; reverse a reference to squillions; keep a
 //! reference for data read separately or changing on its own.
+//!
+//! One file for one idea, a relationship from the values it was followed by to its
+//! verdict: the counts (`Relationships`), the figures they make, the verdict and its
+//! fix text, and the findings on the same link are read together whenever a rule
+//! changes (each rule's figure is computed where the verdict reads it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
