@@ -19,28 +19,22 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "scenarios"))
+from run import substitute, tools  # noqa: E402  (the scenarios' own runner)
+
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT_TIMEOUT = 300  # seconds for one client (mongoengine's own test suite is the longest)
 EXAMPLES = ["order_page", "blog", "reviews", "order_updates", "sensors", "order_history", "display_name"]
 
 
-def substitute(value, mapping):
-    if isinstance(value, list):
-        return [substitute(v, mapping) for v in value]
-    for key, repl in mapping.items():
-        value = value.replace("{" + key + "}", repl)
-    return value
-
-
 def runs(port, rnd):
     """The (client, name, argv) of one round, one client after another in turn."""
-    python = str(ROOT / ".venv" / "bin" / "python")
+    python = tools()["python"]
     uri = lambda name: f"mongodb://127.0.0.1:{port}/?directConnection=true&appName={name}"
     by_client = {"pymongo": [(ex, [python, f"examples/{ex}/app.py", uri(ex), f"{ex}_{rnd}", "bad"]) for ex in EXAMPLES]}
-    tools = {"python": python, "node": "node", "mongosh": str(ROOT / "tests/node/node_modules/.bin/mongosh")}
     for s in json.loads((ROOT / "tests/scenarios/scenarios.json").read_text()):
         if s["client"] != "pymongo":
-            mapping = {"uri": uri(s["name"]), "upstream": uri(s["name"]), "db": f"{s['name']}_{rnd}", **tools}
+            mapping = {"uri": uri(s["name"]), "upstream": uri(s["name"]), "db": f"{s['name']}_{rnd}", **tools()}
             by_client.setdefault(s["client"], []).append((s["name"], substitute(s["argv"], mapping)))
     for turn in range(max(map(len, by_client.values()))):
         for client, todo in by_client.items():

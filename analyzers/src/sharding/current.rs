@@ -35,18 +35,19 @@ fn current_flaw<'c>(
     // one shard each under any key, say nothing either way). And they count only
     // against a key that sends most reads to one shard and, by a margin, more of the
     // operations it routes (see `score`).
-    let (routed_single, routed_all) = routed(rows, &now.key);
+    let now_routed = routed(rows, &now.key);
     let rare_reads = now.reads.count * 5 < now.reads.count + now.writes.count;
-    let serves_writes = routed_single as f64 >= t.shard_min_single_reads * routed_all as f64;
+    let serves_writes = now_routed.0 as f64 >= t.shard_min_single_reads * now_routed.1 as f64;
     if now.reads.count == 0
         || now.reads.single_shard >= t.shard_min_single_reads
         || (rare_reads && serves_writes)
     {
         return None;
     }
-    let now_score = score(now, rows);
+    let now_score = score(now, now_routed);
     let b = others().find(|b| {
-        b.reads.single_shard >= t.shard_min_single_reads && score(b, rows) >= now_score + SCORE_MARGIN
+        b.reads.single_shard >= t.shard_min_single_reads
+            && score(b, routed(rows, &b.key)) >= now_score + SCORE_MARGIN
     })?;
     Some((
         format!(
@@ -68,8 +69,8 @@ const SCORE_MARGIN: f64 = 0.25;
 /// its writes that find their documents by a filter. Inserts go to one shard under
 /// any key: counted, a busy insert stream made a key whose reads all scatter look
 /// as good as one that sends them to one shard.
-fn score(c: &Candidate, rows: &[&Row]) -> f64 {
-    let (single, all) = routed(rows, &c.key);
+/// `(single, all)`: its [`routed`] writes.
+fn score(c: &Candidate, (single, all): (u64, u64)) -> f64 {
     let r = c.reads.count as f64;
     (c.reads.single_shard * r + single as f64) / (r + all as f64).max(1.0)
 }
