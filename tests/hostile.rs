@@ -119,9 +119,21 @@ impl Bench {
         mongotap_analyzers::report::Report::build(&p, Default::default()).totals.operations
     }
 
-    /// The analysis has seen everything sent so far.
-    async fn settle(&self) {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    /// Waits (up to 20 s: the analysis thread runs at the lowest priority and a busy
+    /// machine starves it) until the analysis has counted `errors` parse errors and
+    /// `operations` operations, then says what it counted. A fixed pause failed here
+    /// when the tests ran side by side with a build.
+    async fn counted(&self, errors: u64, operations: u64) -> (u64, u64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = (self.parse_errors(), self.operations());
+            if now == (errors, operations) || std::time::Instant::now() > deadline {
+                // A little longer: what should not come would show by now.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return (self.parse_errors(), self.operations());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -190,11 +202,11 @@ async fn broken_messages_are_forwarded_untouched_and_stop_only_their_analysis() 
             v
         }),
     ];
+    // What the analysis should have counted so far: each case adds a parse error or
+    // an operation, and the ping that checks the proxy still serves adds one operation.
+    let (mut errors, mut operations) = (0, 0);
     for (name, bytes) in cases {
-        b.settle().await; // the previous case's ping is in the table
-        let (errors, operations) = (b.parse_errors(), b.operations());
         send(&b.proxy, &bytes).await;
-        b.settle().await;
         let forwarded = b.last_forwarded();
         assert_eq!(forwarded.len(), bytes.len(), "{name}: bytes forwarded");
         assert!(forwarded == bytes, "{name}: forwarded with a byte changed");
@@ -203,14 +215,22 @@ async fn broken_messages_are_forwarded_untouched_and_stop_only_their_analysis() 
         // others stop their connection's analysis with one counted parse error.
         let read = ["10,000 levels of nesting", "unterminated string"].contains(&name);
         if read {
-            assert_eq!(b.parse_errors(), errors, "{name}: no parse error");
-            assert_eq!(b.operations(), operations + 1, "{name}: analysed, one more operation in the table");
+            operations += 1;
+            let counted = b.counted(errors, operations).await;
+            assert_eq!(
+                counted,
+                (errors, operations),
+                "{name}: analysed (no parse error, one more operation)"
+            );
         } else {
-            assert_eq!(b.parse_errors(), errors + 1, "{name}: one parse error");
-            assert_eq!(b.operations(), operations, "{name}: not analysed");
+            errors += 1;
+            let counted = b.counted(errors, operations).await;
+            assert_eq!(counted, (errors, operations), "{name}: not analysed (one parse error, no operation)");
         }
         served(&b.proxy).await;
+        operations += 1;
     }
+    assert_eq!(b.counted(errors, operations).await, (errors, operations), "the last ping is in the table");
     for _ in 0..100 {
         if b.proxy.open_connections() == 0 {
             break;
