@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 target_mb=${1:-10}
 [ -x .venv/bin/secantusd-py ] && [ -x tests/node/node_modules/.bin/mongosh ] || ./scripts/setup.sh
 command -v tshark >/dev/null || { echo "tshark is missing: ./scripts/setup.sh installs it" >&2; exit 2; }
-cargo build --release --quiet -p mongotap -p mongotap-bench --bin tile
+cargo build --release --quiet -p mongotap -p mongotap-bench --bin mongotap --bin tile
 work=$(mktemp -d /tmp/mongotap-offline-bench.XXXXXX)
 port=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cleanup() {
