@@ -97,7 +97,16 @@ pub struct Field {
     pub strings: Option<Box<enums::Strings>>,
     /// The last document (its number in the collection) that counted it present.
     last_document: u64,
+    /// Where a document walk found it: the field holding it ([`ROOT`] at the top)
+    /// and where its key starts in `path`, for [`Collection::child`].
+    parent: u32,
+    key_at: u32,
 }
+
+/// The parent of top-level fields in [`Collection::child`].
+const ROOT: u32 = u32::MAX - 1;
+/// The parent of fields below a refused path: never linked.
+const NO_PARENT: u32 = u32::MAX;
 
 /// Array lengths in doubling buckets: bucket 0 holds empty arrays, bucket `i`
 /// lengths from 2^(i-1) to 2^i - 1. Enough to tell "a dozen in most documents" from
@@ -177,6 +186,9 @@ pub struct Collection {
     /// Its fields, in the order they were first seen.
     pub fields: Vec<Field>,
     index: FxHashMap<Box<[u8]>, u32>,
+    /// The same fields by (parent field, key), hashed: a walk finds each key under
+    /// its parent without hashing (nor checking) the whole dotted path again.
+    children: FxHashMap<u64, u32>,
     /// Paths refused past [`MAX_PATHS`].
     pub refused_paths: u64,
     /// Keys that read as values, not field names (an email, an id in hex, a
@@ -269,6 +281,30 @@ impl Collection {
             }
         };
         Some(i as usize)
+    }
+
+    /// The field with `key` under field `parent` (or [`ROOT`]), if a walk linked it.
+    fn child(&self, parent: u32, key: &[u8]) -> Option<usize> {
+        let i = *self.children.get(&child_hash(parent, key))? as usize;
+        let f = &self.fields[i];
+        // Two (parent, key) pairs may share a hash: the field says which it is.
+        (f.parent == parent && f.path.as_bytes().get(f.key_at as usize..) == Some(key)).then_some(i)
+    }
+
+    /// The field at `path` (`key` under `parent`), made if new and the bound allows,
+    /// and linked for [`Collection::child`] unless its hash is taken.
+    fn link(&mut self, parent: u32, key: &[u8], path: &[u8]) -> Option<usize> {
+        let i = self.slot(path)?;
+        if parent != NO_PARENT {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.children.entry(child_hash(parent, key))
+            {
+                v.insert(i as u32);
+                let f = &mut self.fields[i];
+                f.parent = parent;
+                f.key_at = (path.len() - key.len()) as u32;
+            }
+        }
+        Some(i)
     }
 
     /// The collection starts afresh (dropped, renamed, emptied): the counts go, the
@@ -371,30 +407,43 @@ impl Collection {
             version,
             seen: variants::Seen::default(),
         };
-        self.walk(doc, &mut path, 0, &mut doc_walk);
+        self.walk(doc, &mut path, ROOT, 0, &mut doc_walk);
         self.variants.add(doc_walk.seen, self.documents, writer.is_some());
     }
 
-    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
+    /// Walks the fields of `doc`, a sub-document of field `parent` (or [`ROOT`]) at `path`.
+    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, parent: u32, depth: usize, w: &mut Walk) {
         for e in element::elements(doc) {
-            if !crate::names::plausible(e.key) {
-                self.value_keys += 1;
-                continue;
-            }
             let base = path.len();
             if base > 0 {
                 path.push(b'.');
             }
             path.extend_from_slice(e.key);
-            self.value(&e, path, depth, w);
+            // A known key was plausible when it was linked; only new ones are checked.
+            let slot = match self.child(parent, e.key) {
+                Some(i) => Some(i),
+                None if !crate::names::plausible(e.key) => {
+                    self.value_keys += 1;
+                    path.truncate(base);
+                    continue;
+                }
+                None => self.link(parent, e.key, path),
+            };
+            self.value(&e, slot, path, depth, w);
             path.truncate(base);
         }
     }
 
-    fn value(&mut self, e: &Element<'_>, path: &mut Vec<u8>, depth: usize, w: &mut Walk) {
+    fn value(
+        &mut self,
+        e: &Element<'_>,
+        slot: Option<usize>,
+        path: &mut Vec<u8>,
+        depth: usize,
+        w: &mut Walk,
+    ) {
         let array_len =
             (e.kind == 0x04).then(|| e.as_array().map_or(0, |a| element::elements(a).count() as u64));
-        let slot = self.slot(path);
         if depth == 0 {
             match slot {
                 Some(i) => self.variants.see(&mut w.seen, i, e, &self.keyed),
@@ -445,17 +494,18 @@ impl Collection {
         if depth >= MAX_DEPTH {
             return;
         }
+        let parent = slot.map_or(NO_PARENT, |i| i as u32);
         match e.kind {
             0x03 => {
                 if let Some(d) = e.as_document() {
-                    self.walk(d, path, depth + 1, w);
+                    self.walk(d, path, parent, depth + 1, w);
                 }
             }
             // Elements of an array of sub-documents add their fields at the array's path.
             0x04 => {
                 for item in e.as_array().into_iter().flat_map(element::elements) {
                     if let Some(d) = item.as_document() {
-                        self.walk(d, path, depth + 1, w);
+                        self.walk(d, path, parent, depth + 1, w);
                     }
                 }
             }
@@ -483,6 +533,15 @@ impl Collection {
             s.add(&self.keyed, e.value, text);
         }
     }
+}
+
+/// The key of field `key` under field `parent` in [`Collection::child`].
+fn child_hash(parent: u32, key: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    h.write_u32(parent);
+    h.write(key);
+    h.finish()
 }
 
 /// One document's walk: its number, its writer's bit, its version's index and its
@@ -630,10 +689,12 @@ impl Schemas {
                     }
                 }
                 // A projected document (`fields`) is not the document as stored.
-                let projected = element::find(cmd.body, "fields").is_some()
-                    || element::find(cmd.body, "projection").is_some();
+                let projected = || {
+                    element::find(cmd.body, "fields").is_some()
+                        || element::find(cmd.body, "projection").is_some()
+                };
                 let value = v.reply.as_ref().and_then(statements::find_and_modify_value);
-                if let Some(value) = value.filter(|_| !projected) {
+                if let Some(value) = value.filter(|_| !projected()) {
                     if let Some(c) = self.collection(ns) {
                         if c.offering(1) {
                             c.offer(value, None);
@@ -712,6 +773,36 @@ mod tests {
         assert_eq!(h.at_least(1024), (1024, 3));
         assert_eq!(h.at_least(0), (0, 100));
         assert_eq!(h.buckets()[0], (0, 8));
+    }
+
+    #[test]
+    fn a_path_is_one_field_however_a_walk_reaches_it() {
+        let mut c = Collection::default();
+        let set = raw(doc! {"a.b": 7});
+        // An update knows `a.b` before any document shows it.
+        c.updated(&element::elements(&set).next().unwrap(), b"$set");
+        assert!(c.offering(3));
+        c.offer(&raw(doc! {"a": {"b": 1, "c": {"d": 2}}}), Some(1));
+        // A key with a dot reaches the same path another way.
+        c.offer(&raw(doc! {"a": {"b": 3, "c.d": 4}}), Some(1));
+        c.offer(&raw(doc! {"a": {"b": 5, "c": {"d": 6}}}), None);
+        let paths: Vec<_> = c.fields.iter().map(|f| (f.path.as_str(), f.present)).collect();
+        assert_eq!(paths, [("a.b", 3), ("a", 3), ("a.c", 2), ("a.c.d", 3)]);
+        assert!(c.fields[0].set_by_update, "the update's field is the walk's field");
+    }
+
+    #[test]
+    fn past_the_bound_of_paths_known_fields_are_still_counted() {
+        let mut c = Collection::default();
+        let mut wide = bson::Document::new();
+        for i in 0..MAX_PATHS + 10 {
+            wide.insert(format!("f{i}"), i as i64);
+        }
+        assert!(c.offering(2));
+        c.offer(&raw(wide.clone()), None);
+        c.offer(&raw(wide), None);
+        assert_eq!((c.fields.len(), c.refused_paths), (MAX_PATHS, 20));
+        assert!(c.fields.iter().all(|f| f.present == 2));
     }
 
     #[test]
