@@ -442,8 +442,29 @@ impl Collection {
         depth: usize,
         w: &mut Walk,
     ) {
-        let array_len =
-            (e.kind == 0x04).then(|| e.as_array().map_or(0, |a| element::elements(a).count() as u64));
+        // Sub-documents first: an array's items are counted in the pass that walks them.
+        let parent = slot.map_or(NO_PARENT, |i| i as u32);
+        let deeper = depth < MAX_DEPTH;
+        let mut array_len = None;
+        match e.kind {
+            0x03 if deeper => {
+                if let Some(d) = e.as_document() {
+                    self.walk(d, path, parent, depth + 1, w);
+                }
+            }
+            // Elements of an array of sub-documents add their fields at the array's path.
+            0x04 => {
+                let mut n = 0;
+                for item in e.as_array().into_iter().flat_map(element::elements) {
+                    n += 1;
+                    if let Some(d) = deeper.then(|| item.as_document()).flatten() {
+                        self.walk(d, path, parent, depth + 1, w);
+                    }
+                }
+                array_len = Some(n);
+            }
+            _ => {}
+        }
         if depth == 0 {
             match slot {
                 Some(i) => self.variants.see(&mut w.seen, i, e, &self.keyed),
@@ -490,26 +511,6 @@ impl Collection {
                 *count += 1;
                 f.lengths.get_or_insert_with(Default::default).add(len);
             }
-        }
-        if depth >= MAX_DEPTH {
-            return;
-        }
-        let parent = slot.map_or(NO_PARENT, |i| i as u32);
-        match e.kind {
-            0x03 => {
-                if let Some(d) = e.as_document() {
-                    self.walk(d, path, parent, depth + 1, w);
-                }
-            }
-            // Elements of an array of sub-documents add their fields at the array's path.
-            0x04 => {
-                for item in e.as_array().into_iter().flat_map(element::elements) {
-                    if let Some(d) = item.as_document() {
-                        self.walk(d, path, parent, depth + 1, w);
-                    }
-                }
-            }
-            _ => {}
         }
     }
 }
