@@ -3,7 +3,7 @@
 # dumpcap (bench/mixed_traffic.py: pymongo, mongoengine, Mongoose, mongosh and the Node
 # driver, in turn), then `mongotap analyze` (shapes, table, every detector and section,
 # a JSON report) and tshark's MongoDB dissector (decoding only: the opcode of every message) on
-# the same file, five runs each, one after the other, in this one run: the medians and
+# the same file, seven runs each, interleaved, in this one run: the medians, spreads and
 # the ratio. Then the same capture tiled to LARGE_MB (its copies later in time, their
 # clients at addresses of their own: target/release/tile) and analysed on every core
 # and pinned to one (taskset), three runs each, interleaved: the speed-up, and whether
@@ -38,27 +38,30 @@ kill -INT "$cap_pid"; wait "$cap_pid" 2>/dev/null || true; cap_pid=
 size=$(stat -c %s "$work/cap.pcapng")
 [ -n "${KEEP_CAPTURE:-}" ] && cp "$work/cap.pcapng" "$KEEP_CAPTURE"
 
-# Wall time of each command, 5 runs, the median (timed in Python: no shell overhead).
-read -r m t < <(.venv/bin/python - "$work" "$port" <<'PY'
+# Wall time of each command, 7 runs each, interleaved (a busy moment of the shared
+# machine slows both), the medians (timed in Python: no shell overhead).
+read -r m t m_lo m_hi t_lo t_hi < <(.venv/bin/python - "$work" "$port" <<'PY'
 import statistics, subprocess, sys, time
 work, port = sys.argv[1], sys.argv[2]
-def median_of(argv):
-    times = []
-    for _ in range(5):
+commands = [
+    ["target/release/mongotap", "analyze", f"{work}/cap.pcapng", "--port", port, "--report-json", f"{work}/r.json"],
+    ["tshark", "-r", f"{work}/cap.pcapng", "-d", f"tcp.port=={port},mongo", "-Y", "mongo", "-T", "fields", "-e", "mongo.opcode"],
+]
+times = [[], []]
+for _ in range(7):
+    for i, argv in enumerate(commands):
         t0 = time.perf_counter()
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-m = median_of(["target/release/mongotap", "analyze", f"{work}/cap.pcapng", "--port", port, "--report-json", f"{work}/r.json"])
-t = median_of(["tshark", "-r", f"{work}/cap.pcapng", "-d", f"tcp.port=={port},mongo", "-Y", "mongo", "-T", "fields", "-e", "mongo.opcode"])
-print(m, t)
+        times[i].append(time.perf_counter() - t0)
+print(*(statistics.median(x) for x in times), min(times[0]), max(times[0]), min(times[1]), max(times[1]))
 PY
 )
 messages=$(tshark -r "$work/cap.pcapng" -d "tcp.port==$port,mongo" -Y mongo -T fields -e mongo.opcode 2>/dev/null | wc -l)
 ops=$(.venv/bin/python -c "import json; print(json.load(open('$work/r.json'))['totals']['operations'])")
 printf 'capture: %.1f MB, %s packets with MongoDB messages (tshark), %s operations (mongotap)\n' \
   "$(echo "$size / 1048576" | bc -l)" "$messages" "$ops"
-printf 'mongotap analyze (every detector, JSON report): %.3f s   tshark (opcode of each message): %.3f s\n' "$m" "$t"
+printf 'mongotap analyze (every detector, JSON report): %.3f s (%.3f-%.3f)   tshark (opcode of each message): %.3f s (%.3f-%.3f)\n' \
+  "$m" "$m_lo" "$m_hi" "$t" "$t_lo" "$t_hi"
 printf 'offline analysis of a pcap: mongotap is %.1fx faster than tshark decoding the same file (target >= 40)\n' "$(echo "$t / $m" | bc -l)"
 
 large_mb=${LARGE_MB:-1024}
