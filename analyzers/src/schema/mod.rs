@@ -104,9 +104,16 @@ pub struct Field {
 }
 
 /// The parent of top-level fields in [`Collection::child`].
-const ROOT: u32 = u32::MAX - 1;
-/// The parent of fields below a refused path: never linked.
-const NO_PARENT: u32 = u32::MAX;
+const ROOT: u32 = u32::MAX;
+
+/// Where a document walk is: at the top, in a known field, or in a path the bound
+/// of paths refused (its text: its sub-fields' paths start with it).
+#[derive(Clone, Copy)]
+enum Under<'p> {
+    Top,
+    Field(u32),
+    Refused(&'p [u8]),
+}
 
 /// Array lengths in doubling buckets: bucket 0 holds empty arrays, bucket `i`
 /// lengths from 2^(i-1) to 2^i - 1. Enough to tell "a dozen in most documents" from
@@ -283,26 +290,49 @@ impl Collection {
         Some(i as usize)
     }
 
-    /// The field with `key` under field `parent` (or [`ROOT`]), if a walk linked it.
-    fn child(&self, parent: u32, key: &[u8]) -> Option<usize> {
+    /// The field with `key` under `under`, if a walk linked it.
+    fn child(&self, under: Under<'_>, key: &[u8]) -> Option<usize> {
+        let parent = match under {
+            Under::Top => ROOT,
+            Under::Field(p) => p,
+            Under::Refused(_) => return None,
+        };
         let i = *self.children.get(&child_hash(parent, key))? as usize;
         let f = &self.fields[i];
         // Two (parent, key) pairs may share a hash: the field says which it is.
         (f.parent == parent && f.path.as_bytes().get(f.key_at as usize..) == Some(key)).then_some(i)
     }
 
-    /// The field at `path` (`key` under `parent`), made if new and the bound allows,
+    /// The dotted path of `key` under `under`.
+    fn path_of(&self, under: Under<'_>, key: &[u8]) -> Vec<u8> {
+        let prefix = match under {
+            Under::Top => &[][..],
+            Under::Field(p) => self.fields[p as usize].path.as_bytes(),
+            Under::Refused(path) => path,
+        };
+        let mut path = Vec::with_capacity(prefix.len() + 1 + key.len());
+        if !prefix.is_empty() {
+            path.extend_from_slice(prefix);
+            path.push(b'.');
+        }
+        path.extend_from_slice(key);
+        path
+    }
+
+    /// The field at `path` (`key` under `under`), made if new and the bound allows,
     /// and linked for [`Collection::child`] unless its hash is taken.
-    fn link(&mut self, parent: u32, key: &[u8], path: &[u8]) -> Option<usize> {
+    fn link(&mut self, under: Under<'_>, key: &[u8], path: &[u8]) -> Option<usize> {
         let i = self.slot(path)?;
-        if parent != NO_PARENT {
-            if let std::collections::hash_map::Entry::Vacant(v) = self.children.entry(child_hash(parent, key))
-            {
-                v.insert(i as u32);
-                let f = &mut self.fields[i];
-                f.parent = parent;
-                f.key_at = (path.len() - key.len()) as u32;
-            }
+        let parent = match under {
+            Under::Top => ROOT,
+            Under::Field(p) => p,
+            Under::Refused(_) => return Some(i),
+        };
+        if let std::collections::hash_map::Entry::Vacant(v) = self.children.entry(child_hash(parent, key)) {
+            v.insert(i as u32);
+            let f = &mut self.fields[i];
+            f.parent = parent;
+            f.key_at = (path.len() - key.len()) as u32;
         }
         Some(i)
     }
@@ -399,7 +429,6 @@ impl Collection {
         self.epoch_documents += 1;
         self.written += u64::from(writer.is_some());
         let version = self.versions.of(doc);
-        let mut path = Vec::with_capacity(64);
         let mut doc_walk = Walk {
             n: self.documents,
             writer: writer.unwrap_or(0),
@@ -407,49 +436,43 @@ impl Collection {
             version,
             seen: variants::Seen::default(),
         };
-        self.walk(doc, &mut path, ROOT, 0, &mut doc_walk);
+        self.walk(doc, Under::Top, 0, &mut doc_walk);
         self.variants.add(doc_walk.seen, self.documents, writer.is_some());
     }
 
-    /// Walks the fields of `doc`, a sub-document of field `parent` (or [`ROOT`]) at `path`.
-    fn walk(&mut self, doc: &RawDocument, path: &mut Vec<u8>, parent: u32, depth: usize, w: &mut Walk) {
+    /// Walks the fields of `doc`, a sub-document `under` a field (or the top). A
+    /// known key is found under its parent without its path: the path is built only
+    /// for a key seen for the first time (or under a refused path).
+    fn walk(&mut self, doc: &RawDocument, under: Under<'_>, depth: usize, w: &mut Walk) {
         for e in element::elements(doc) {
-            let base = path.len();
-            if base > 0 {
-                path.push(b'.');
-            }
-            path.extend_from_slice(e.key);
+            let mut path = Vec::new();
             // A known key was plausible when it was linked; only new ones are checked.
-            let slot = match self.child(parent, e.key) {
+            let slot = match self.child(under, e.key) {
                 Some(i) => Some(i),
                 None if !crate::names::plausible(e.key) => {
                     self.value_keys += 1;
-                    path.truncate(base);
                     continue;
                 }
-                None => self.link(parent, e.key, path),
+                None => {
+                    path = self.path_of(under, e.key);
+                    self.link(under, e.key, &path)
+                }
             };
-            self.value(&e, slot, path, depth, w);
-            path.truncate(base);
+            let below = slot.map_or(Under::Refused(&path), |i| Under::Field(i as u32));
+            self.value(&e, slot, below, depth, w);
         }
     }
 
-    fn value(
-        &mut self,
-        e: &Element<'_>,
-        slot: Option<usize>,
-        path: &mut Vec<u8>,
-        depth: usize,
-        w: &mut Walk,
-    ) {
+    /// Counts element `e` at field `slot` (if not refused), then walks its
+    /// sub-documents, which are `below` it.
+    fn value(&mut self, e: &Element<'_>, slot: Option<usize>, below: Under<'_>, depth: usize, w: &mut Walk) {
         // Sub-documents first: an array's items are counted in the pass that walks them.
-        let parent = slot.map_or(NO_PARENT, |i| i as u32);
         let deeper = depth < MAX_DEPTH;
         let mut array_len = None;
         match e.kind {
             0x03 if deeper => {
                 if let Some(d) = e.as_document() {
-                    self.walk(d, path, parent, depth + 1, w);
+                    self.walk(d, below, depth + 1, w);
                 }
             }
             // Elements of an array of sub-documents add their fields at the array's path.
@@ -458,7 +481,7 @@ impl Collection {
                 for item in e.as_array().into_iter().flat_map(element::elements) {
                     n += 1;
                     if let Some(d) = deeper.then(|| item.as_document()).flatten() {
-                        self.walk(d, path, parent, depth + 1, w);
+                        self.walk(d, below, depth + 1, w);
                     }
                 }
                 array_len = Some(n);
