@@ -105,6 +105,9 @@ pub struct Field {
 
 /// The parent of top-level fields in [`Collection::child`].
 const ROOT: u32 = u32::MAX;
+/// The parent of a field no walk has linked yet (an update made it, or a walk
+/// under a refused path).
+const UNLINKED: u32 = u32::MAX - 1;
 
 /// Where a document walk is: at the top, in a known field, or in a path the bound
 /// of paths refused (its text: its sub-fields' paths start with it).
@@ -282,8 +285,11 @@ impl Collection {
             None => {
                 let i = self.fields.len() as u32;
                 self.index.insert(path.into(), i);
-                self.fields
-                    .push(Field { path: String::from_utf8_lossy(path).into_owned(), ..Field::default() });
+                self.fields.push(Field {
+                    path: String::from_utf8_lossy(path).into_owned(),
+                    parent: UNLINKED,
+                    ..Field::default()
+                });
                 i
             }
         };
@@ -320,7 +326,8 @@ impl Collection {
     }
 
     /// The field at `path` (`key` under `under`), made if new and the bound allows,
-    /// and linked for [`Collection::child`] unless its hash is taken.
+    /// and linked for [`Collection::child`] unless its hash is taken or it is linked
+    /// already (a key with a dot reaches a path another way: the first way stays).
     fn link(&mut self, under: Under<'_>, key: &[u8], path: &[u8]) -> Option<usize> {
         let i = self.slot(path)?;
         let parent = match under {
@@ -328,6 +335,9 @@ impl Collection {
             Under::Field(p) => p,
             Under::Refused(_) => return Some(i),
         };
+        if self.fields[i].parent != UNLINKED {
+            return Some(i);
+        }
         if let std::collections::hash_map::Entry::Vacant(v) = self.children.entry(child_hash(parent, key)) {
             v.insert(i as u32);
             let f = &mut self.fields[i];
@@ -813,6 +823,10 @@ mod tests {
         let paths: Vec<_> = c.fields.iter().map(|f| (f.path.as_str(), f.present)).collect();
         assert_eq!(paths, [("a.b", 3), ("a", 3), ("a.c", 2), ("a.c.d", 3)]);
         assert!(c.fields[0].set_by_update, "the update's field is the walk's field");
+        let at = |p: &str| c.fields.iter().position(|f| f.path == p).unwrap();
+        let nested = c.child(Under::Field(at("a.c") as u32), b"d");
+        assert_eq!(nested, Some(at("a.c.d")), "the first way to a path stays linked");
+        assert_eq!(c.child(Under::Field(at("a") as u32), b"c.d"), None);
     }
 
     #[test]
