@@ -213,8 +213,8 @@ impl Collection {
 
 /// The key of field `key` under field `parent` in [`Collection::child`].
 fn child_hash(parent: u32, key: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
     h.write_u32(parent);
     h.write(key);
     h.finish()
