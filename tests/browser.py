@@ -5,7 +5,7 @@
 Headless Chromium will not size a window below 500 px, so a phone's viewport is
 set through the DevTools protocol (Emulation.setDeviceMetricsOverride), spoken over
 --remote-debugging-pipe: JSON messages ending in NUL, in on fd 3, out on fd 4.
-Standard library only; used by tests/html_browser.rs.
+Standard library only; used by tests/end_to_end/html_browser.rs.
 """
 import json
 import os

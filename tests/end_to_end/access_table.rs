@@ -3,15 +3,13 @@
 //! attributed to the find that opened their cursor, and latency percentiles lie
 //! within what the client measured.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use bson::{doc, Document};
 use mongodb::options::FindOptions;
 use mongodb::Client;
 use mongotap_analyzers::report::{Report, RunFacts};
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_counts_for_a_scripted_workload() {

@@ -1,12 +1,10 @@
 //! The admin endpoint end to end: real traffic through the proxy, then /metrics read
 //! by a real Prometheus text parser, and the other routes.
 
-mod support;
-
+use crate::support::*;
 use bson::{doc, Document};
 use mongodb::Client;
 use mongotap_analyzers::report::json;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

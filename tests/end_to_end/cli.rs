@@ -1,13 +1,11 @@
 //! The `mongotap` binary's report subcommand: re-rendering a saved report, and the CI
 //! gate on a baseline with and without something new (exit codes 0 and 3).
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mongotap"))

@@ -3,15 +3,13 @@
 //! Node driver, Mongoose and mongosh run the labelled scenarios of
 //! `tests/scenarios/`, from `scripts/test.sh`.)
 
-mod support;
-
+use crate::support::*;
 use bson::{doc, oid::ObjectId, Document};
 use futures_util::future::join_all;
 use futures_util::TryStreamExt;
 use mongodb::options::FindOptions;
 use mongodb::{Client, Database};
 use mongotap_analyzers::report::Finding;
-use support::*;
 
 /// Runs `workload` through a fresh proxy and returns the findings.
 async fn findings_of<F, Fut>(upstream: &Upstream, app: &str, workload: F) -> Vec<Finding>

@@ -1,16 +1,14 @@
 //! The forwarding path: byte-exact under concurrent load, never slowed by a stalled
 //! analysis (drops counted exactly), and unharmed by faults on either side.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use bson::doc;
 use bytes::BytesMut;
 use mongotap::proxy::{Proxy, ProxyConfig};
 use mongotap_wire::{Document, Frame, OpMsg};
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -5,15 +5,13 @@
 //! right after. Then a slow client and the connection cap. The hostile-input table
 //! in docs/guarantees.md points here.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use bson::doc;
 use bytes::BytesMut;
 use mongotap::proxy::{Proxy, ProxyConfig};
 use mongotap_wire::{Compressor, Document, Frame, MsgFlags, OpCompressed, OpMsg};
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -2,13 +2,11 @@
 //! self-test sorts the table both ways and checks that its charts are laid out, and a
 //! screenshot must show the charts' colour over a real area of the page.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use mongotap_analyzers::report::{html, json};
-use support::*;
 
 fn chromium(args: &[&str], url: &str) -> std::process::Output {
     // A profile of its own per launch: tests run in parallel, and Chromium locks its profile.

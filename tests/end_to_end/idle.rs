@@ -2,14 +2,12 @@
 //! (awaitable hello, 10 s waits) keeps its connection, nothing is re-opened, the
 //! waits stay out of latency statistics, and the application works afterwards.
 
-mod support;
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::*;
 use bson::{doc, Document};
 use mongodb::Client;
-use support::*;
 
 /// Long enough for four awaitable hellos (10 s each) on every monitor connection;
 /// the test command pays it once, beside the other tests.

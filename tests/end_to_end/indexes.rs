@@ -3,10 +3,9 @@
 //! that really exist (some created behind the proxy's back, where only
 //! `listIndexes` can see them).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
 use mongodb::options::{FindOptions, IndexOptions};
@@ -15,7 +14,6 @@ use mongotap::proxy::Proxy;
 use mongotap::side_connection::COMMENT;
 use mongotap_analyzers::detectors::indexes::catalog::{SharedCatalog, Source};
 use mongotap_analyzers::report::{json, Finding, Report, RunFacts};
-use support::*;
 
 /// Waits until the side connection has read `ns`'s indexes and they number `n`.
 async fn wait_for_indexes(catalog: &SharedCatalog, ns: &str, n: usize) {

@@ -5,14 +5,12 @@
 //! through the `mongotap` binary, logging at trace level with `--explain` on; then
 //! every report format, the admin endpoints and the log are searched for the marks.
 
-mod support;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::*;
 use bson::{doc, oid::ObjectId, Bson, Document};
 use mongodb::Client;
-use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The marks: a string, numbers of each type (searched as digit runs) and an

@@ -4,16 +4,14 @@
 //! reads; a mongod log becomes shapes; the reports of two proxies merge into the
 //! report of one.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::*;
 use bson::doc;
 use mongodb::Client;
 use serde_json::Value;
-use support::*;
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mongotap-offline-{name}-{}", std::process::id()));

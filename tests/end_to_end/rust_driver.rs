@@ -1,13 +1,11 @@
 //! The Rust `mongodb` driver through mongotap against a real SecantusDB. (The Rust
 //! driver refuses w:0 writes; the pymongo smoke test covers them.)
 
-mod support;
-
+use crate::support::*;
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
 use mongodb::options::FindOptions;
 use mongodb::Client;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crud_aggregate_and_get_more_chains_through_the_proxy() {

@@ -6,12 +6,10 @@
 //! drift. (pymongo and the Node driver run the same kind of workloads in
 //! `tests/scenarios/`.)
 
-mod support;
-
+use crate::support::*;
 use bson::{doc, Bson, Document};
 use mongodb::Client;
 use mongotap_analyzers::report::{Report, RunFacts};
-use support::*;
 
 fn customer(i: i32, version: i32) -> Document {
     let mut d = doc! {"name": format!("Customer {i}"), "score": i % 10, "schemaVersion": version};

@@ -4,14 +4,12 @@
 //! literal values: the log, the trace (redacted, and raw with --capture-values),
 //! every report format, and /metrics, /report.json and /report.html while it runs.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::*;
 use bson::doc;
 use mongodb::Client;
-use support::*;
 
 const USER: &str = "alice-secret-user";
 const PASSWORD: &str = "Pa55-w0rd-SECRET-91";

@@ -2,15 +2,13 @@
 //! into a real SecantusDB, as `mongos` keeps it) read on mongotap's side connection,
 //! and the key judged against the traffic the Rust driver sends through the proxy.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use bson::{doc, DateTime, Document};
 use mongodb::Client;
 use mongotap_analyzers::report::{json, Report, RunFacts};
 use serde_json::json;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_rising_with_time_is_a_bad_shard_key_and_the_customer_key_beside_it_is_not() {

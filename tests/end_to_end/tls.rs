@@ -4,16 +4,14 @@
 //! traffic inside is analysed as over plain TCP. Certificates are made by the
 //! `openssl` command for each run.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use bson::{doc, Document};
 use mongodb::Client;
 use mongotap::proxy::tls::{ClientTls, TlsOptions, UpstreamTls};
 use mongotap::proxy::{Proxy, ProxyConfig};
-use support::*;
 
 /// A CA, a server certificate for localhost and 127.0.0.1, and a client
 /// certificate, as PEM files (`server.pem` and `client.pem` hold chain and key).

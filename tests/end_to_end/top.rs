@@ -2,13 +2,11 @@
 //! busiest shapes and operations with rates and latencies, the findings, and what
 //! the analysis lost, read from the admin endpoint.
 
-mod support;
-
 use std::process::Command;
 
+use crate::support::*;
 use bson::{doc, Document};
 use mongodb::Client;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_shows_a_running_proxys_shapes_operations_and_findings() {

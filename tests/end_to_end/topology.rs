@@ -5,15 +5,13 @@
 //! to the mongotap process. Without --rewrite-topology the same check finds the
 //! driver's own connections to the upstream, so it can fail.
 
-mod support;
-
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::{free_port, wait_listening, Upstream, UpstreamOptions};
 use mongodb::bson::{doc, Document};
 use mongodb::Client;
-use support::{free_port, wait_listening, Upstream, UpstreamOptions};
 
 /// The ids of the processes holding established TCP connections to `port` on loopback.
 fn owners_of_connections_to(port: u16) -> Vec<u32> {
@@ -206,7 +204,7 @@ async fn a_member_named_in_a_reply_gets_a_listener_that_reaches_it() {
     let seed = member_naming(real.addr()).await;
     let config = mongotap::proxy::ProxyConfig {
         rewrite_topology: Some("127.0.0.1".into()),
-        ..support::proxy_config(&seed.to_string())
+        ..crate::support::proxy_config(&seed.to_string())
     };
     let proxy = mongotap::proxy::Proxy::start(config).await.unwrap();
     let listen = proxy.local_addr().to_string();

@@ -6,16 +6,14 @@
 //! the Node driver, mongoengine, Mongoose and mongosh run the same kind of
 //! workloads in `tests/scenarios/`.)
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
 use mongodb::options::FindOptions;
 use mongodb::Client;
 use mongotap_analyzers::report::{Report, RunFacts};
-use support::*;
 
 const THINK: Duration = Duration::from_millis(60);
 
