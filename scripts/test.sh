@@ -22,7 +22,7 @@ report() {
 # Jobs run beside others each lead their own process group (setsid), so that an
 # early exit stops them with everything they started (pip, npm, servers).
 stop_group() { [ -n "${1:-}" ] && kill -- "-$1" 2>/dev/null; true; }
-trap 'report; stop_group "${setup_pid:-}"; stop_group "${smoke_pid:-}"' EXIT
+trap 'report; stop_group "${setup_pid:-}"; stop_group "${smoke_pid:-}"; stop_group "${soak_pid:-}"' EXIT
 # The set-up downloads (PyPI, npm, Debian) while the compiler has the cores: it runs
 # beside formatting, lints and the test build, and is waited for before the first test.
 mkdir -p target
@@ -47,18 +47,36 @@ else
   stage "build the tests" cargo test --workspace --no-run --quiet
 fi
 stage "setup (installs what is missing; ran beside the build, its log above)" setup_done
+# The tests that measure the process itself (its memory, its descriptors) run one
+# at a time, apart from the other Rust tests (.config/nextest.toml says which), and
+# the short soak runs beside them: it waits on its clients more than it computes,
+# and measures its own mongotap only. The long soak is a benchmark (bench/soak.sh).
+alone='binary(churn) | binary(leaks) | binary(backpressure) | binary(faults)'
+soak=(.venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak)
+alone_and_soak() {
+  local code=0
+  cargo build --quiet --bin mongotap
+  setsid "${soak[@]}" >target/soak.log 2>&1 &
+  soak_pid=$!
+  cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow \
+    --test-threads 1 -E "$alone" || code=$?
+  echo "== soak, 45 s (pymongo threads, connection churn, the Node driver; every byte compared at both ends; RSS and descriptors flat), ran beside them"
+  wait "$soak_pid" || code=$?
+  soak_pid=
+  cat target/soak.log
+  return "$code"
+}
 if [ "$nextest" = 1 ]; then
-  stage "cargo nextest (every Rust test, binaries side by side) and doc tests" \
-    bash -c 'cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow && cargo test --doc --workspace --quiet'
+  stage "cargo nextest (every Rust test but those alone below, binaries side by side) and doc tests" \
+    bash -c "cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow -E 'not ($alone)' && cargo test --doc --workspace --quiet"
+  stage "the Rust tests that measure the process, one at a time, and a short soak beside them" alone_and_soak
 else
   stage "cargo test" cargo test --workspace --quiet
+  cargo build --quiet --bin mongotap
+  stage "soak, 45 s" "${soak[@]}"
 fi
-cargo build --quiet --bin mongotap
 stage "docs: every relative link resolves, every finding kind has its page" \
   python3 docs/check_links.py target/debug/mongotap
-# A short soak; the long one is a benchmark (bench/soak.sh).
-stage "soak, 45 s (pymongo threads, connection churn, the Node driver; every byte compared at both ends; RSS and descriptors flat)" \
-  .venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak
 # The client smoke tests and the labelled scenarios each start their own servers on
 # free ports, and both wait on slow clients more than they compute: side by side.
 clients_and_scenarios() {
