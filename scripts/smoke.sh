@@ -7,7 +7,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo build --quiet --bin mongotap
+# scripts/test.sh has built it with the tests; a plain `cargo build` would build it
+# again with other features (the tests' dependencies unify theirs): a minute here.
+[ -n "${MONGOTAP_BUILT:-}" ] || cargo build --quiet --bin mongotap
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

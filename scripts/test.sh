@@ -47,6 +47,10 @@ else
   stage "build the tests" cargo test --workspace --no-run --quiet
 fi
 stage "setup (installs what is missing; ran beside the build, its log above)" setup_done
+# The build of the tests built target/debug/mongotap too, with the features the
+# tests' dependencies unify: every stage below runs that one. (`cargo build --bin
+# mongotap` would build a second one with the binary's own features: 50 s.)
+export MONGOTAP_BUILT=1
 # The tests that measure the process itself (its memory, its descriptors) run one
 # at a time, apart from the other Rust tests (.config/nextest.toml says which), and
 # the short soak runs beside them: it waits on its clients more than it computes,
@@ -55,7 +59,6 @@ alone='binary(churn) | binary(leaks) | binary(backpressure) | binary(faults)'
 soak=(.venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak)
 alone_and_soak() {
   local code=0
-  cargo build --quiet --bin mongotap
   setsid "${soak[@]}" >target/soak.log 2>&1 &
   soak_pid=$!
   cargo nextest run --workspace --no-fail-fast --status-level fail --final-status-level slow \
@@ -72,7 +75,6 @@ if [ "$nextest" = 1 ]; then
   stage "the Rust tests that measure the process, one at a time, and a short soak beside them" alone_and_soak
 else
   stage "cargo test" cargo test --workspace --quiet
-  cargo build --quiet --bin mongotap
   stage "soak, 45 s" "${soak[@]}"
 fi
 stage "docs: every relative link resolves, every finding kind has its page" \
