@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 # scripts/test.sh has built it with the tests; a plain `cargo build` would build it
 # again with other features (the tests' dependencies unify theirs): a minute here.
-[ -n "${MONGOTAP_BUILT:-}" ] || cargo build --quiet --bin mongotap
+{ [ -n "${MONGOTAP_BUILT:-}" ] && [ -x target/debug/mongotap ]; } || cargo build --quiet --bin mongotap
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }

@@ -55,6 +55,7 @@ export MONGOTAP_BUILT=1
 # at a time, apart from the other Rust tests (.config/nextest.toml says which), and
 # the short soak runs beside them: it waits on its clients more than it computes,
 # and measures its own mongotap only. The long soak is a benchmark (bench/soak.sh).
+# The same four as .config/nextest.toml's override: change both together.
 alone='binary(churn) | binary(leaks) | binary(backpressure) | binary(faults)'
 soak=(.venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak)
 alone_and_soak() {

@@ -91,9 +91,9 @@ async fn no_secret_reaches_any_output() {
         if raw {
             args.push("--capture-values");
         }
-        std::env::set_var("RUST_LOG", "mongotap=debug");
         let log = d.join(format!("{mode}.log"));
-        let mut m = Mongotap::start_as("record", &upstream_uri, &args, &log).await;
+        let mut m =
+            Mongotap::start_logging("record", &upstream_uri, &args, &log, Some("mongotap=debug")).await;
         let client_uri = format!(
             "mongodb://{USER}:{PASSWORD}@{}/?directConnection=true&authSource=admin&appName=secrets",
             m.addr

@@ -136,8 +136,24 @@ impl Mongotap {
 
     /// `mongotap <sub>` (proxy or record) on a free port in front of `upstream`.
     pub async fn start_as(sub: &str, upstream: &str, args: &[&str], log: &Path) -> Mongotap {
+        Mongotap::start_logging(sub, upstream, args, log, None).await
+    }
+
+    /// As [`Mongotap::start_as`], with `RUST_LOG` set for the child alone (the
+    /// test process is shared with other tests under `cargo test`).
+    pub async fn start_logging(
+        sub: &str,
+        upstream: &str,
+        args: &[&str],
+        log: &Path,
+        rust_log: Option<&str>,
+    ) -> Mongotap {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mongotap"));
+        if let Some(filter) = rust_log {
+            cmd.env("RUST_LOG", filter);
+        }
+        let child = cmd
             .args([sub, "--listen", &format!("127.0.0.1:{port}"), "--upstream", upstream])
             .args(args)
             .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
