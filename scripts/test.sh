@@ -52,10 +52,10 @@ stage "setup (installs what is missing; ran beside the build, its log above)" se
 # mongotap` would build a second one with the binary's own features: 50 s.)
 export MONGOTAP_BUILT=1
 # The tests that measure the process itself (its memory, its descriptors) run one
-# at a time, apart from the other Rust tests (.config/nextest.toml says which), and
-# the short soak runs beside them: it waits on its clients more than it computes,
-# and measures its own mongotap only. The long soak is a benchmark (bench/soak.sh).
-# The same four as .config/nextest.toml's override: change both together.
+# at a time, apart from the other Rust tests, and the short soak runs beside them:
+# it waits on its clients more than it computes, and measures its own mongotap
+# only. The long soak is a benchmark (bench/soak.sh). These are the four binaries
+# of .config/nextest.toml's override: change both together.
 alone='binary(churn) | binary(leaks) | binary(backpressure) | binary(faults)'
 soak=(.venv/bin/python bench/soak.py --minutes 0.75 --warmup 15 --mongotap target/debug/mongotap --out target/soak)
 alone_and_soak() {
