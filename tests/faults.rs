@@ -145,9 +145,8 @@ async fn an_admin_port_already_taken_is_said_and_the_proxy_goes_on() {
     drop(taken);
 }
 
-/// A small tmpfs mounted for the test (the test runs as root, as CI does), unmounted
-/// when dropped.
-/// A 256 KiB tmpfs, unmounted when dropped.
+/// A 256 KiB tmpfs mounted for the test (the test runs as root, as CI does),
+/// unmounted when dropped.
 struct Mounted(PathBuf);
 
 impl Mounted {
@@ -163,6 +162,18 @@ impl Mounted {
     }
 }
 
+/// Pings on, every one served, until the log says `said`. The writers run at the
+/// lowest priority: on a busy machine their next write can come seconds late, so
+/// the test waits for what they say, not for a fixed time.
+async fn ping_until_logged(client: &Client, log: &std::path::Path, said: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(said) {
+        assert!(Instant::now() < deadline, "the log did not say {said:?} within 60 s");
+        assert_eq!(pings(client, 10).await, (10, 0), "forwarding goes on");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Fills the disk under `dir` to the last byte; the file that did it.
 fn fill(dir: &std::path::Path) -> PathBuf {
     use std::io::Write;
@@ -170,6 +181,7 @@ fn fill(dir: &std::path::Path) -> PathBuf {
     let mut f = std::fs::File::create(&filler).unwrap();
     while f.write_all(&[7u8; 4096]).is_ok() {}
     while f.write_all(&[7u8]).is_ok() {}
+    assert!(f.metadata().unwrap().len() > 0, "the filler wrote nothing: was the tmpfs full already?");
     filler
 }
 
@@ -197,6 +209,7 @@ async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
     }
     // Fill the disk to the last byte.
     let filler = fill(&mnt);
+    ping_until_logged(&client, &d.join("log"), "writing the report failed").await;
     // Three more intervals: every write fails, every request is served.
     let until = Instant::now() + Duration::from_millis(3500);
     while Instant::now() < until {
@@ -206,7 +219,7 @@ async fn a_full_disk_is_said_once_and_forwarding_goes_on() {
     let kept: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let before = kept["totals"]["operations"].as_u64().unwrap();
     std::fs::remove_file(&filler).unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    ping_until_logged(&client, &d.join("log"), "reports written again").await;
     let now: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(now["totals"]["operations"].as_u64().unwrap() > before, "written again once there is room");
     let log = std::fs::read_to_string(d.join("log")).unwrap();
@@ -231,17 +244,18 @@ async fn a_full_disk_under_a_trace_is_said_once_and_the_trace_stays_readable() {
     assert_eq!(pings(&client, 20).await, (20, 0));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let filler = fill(&mnt);
-    // Frames are written every second: three seconds of refused writes.
+    let log = d.join("log");
+    ping_until_logged(&client, &log, "the records that cannot be written").await;
+    // Frames are written every second: three more seconds of refused writes.
     let until = Instant::now() + Duration::from_millis(3500);
     while Instant::now() < until {
         assert_eq!(pings(&client, 20).await, (20, 0), "forwarding goes on with the disk full");
     }
     std::fs::remove_file(&filler).unwrap();
-    assert_eq!(pings(&client, 20).await, (20, 0));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    ping_until_logged(&client, &log, "the trace is written again").await;
     client.shutdown().await;
     proxy.kill("-TERM");
-    let log = std::fs::read_to_string(d.join("log")).unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         log.matches("forwarding goes on, the records that cannot be written").count(),
         1,
