@@ -93,6 +93,11 @@ impl OpCompressed {
     /// Inflates the payload and returns the wrapped message, header included, as the
     /// receiver sees it: same requestID and responseTo, the original opcode, and a
     /// length of 16 + `uncompressedSize`. Output beyond the declared size is an error.
+    ///
+    /// Never inlined: the zlib decoder's state is built on the stack (about 43 KB)
+    /// before it is boxed, and inlined into the analysis's message handler that made
+    /// every message, compressed or not, open a 55 KB frame (bench/analysis).
+    #[inline(never)]
     pub fn decompress(&self) -> Result<Bytes> {
         let size = self.uncompressed_size as usize;
         let name = self.compressor.name();
