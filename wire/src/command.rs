@@ -80,18 +80,30 @@ impl<'m> Command<'m> {
 
     /// `database.collection`, or just the database for database-level commands.
     pub fn namespace(&self) -> String {
-        let db = self.database();
-        match self.collection() {
-            Some(c) => {
-                // Not `format!`: this runs for every request, and the formatter costs more.
-                let mut ns = String::with_capacity(db.len() + 1 + c.len());
-                ns.push_str(db);
-                ns.push('.');
-                ns.push_str(c);
-                ns
-            }
-            None => db.to_owned(),
+        let db = match self.legacy_database {
+            Some(d) => d.as_bytes(),
+            None => element::find(self.body, "$db").filter(|e| e.kind == 0x02).map_or(&[][..], string_bytes),
+        };
+        let collection = match self.name {
+            "getMore" => self.body.get_str("collection").ok().map(str::as_bytes),
+            _ => element::elements(self.body).next().filter(|e| e.kind == 0x02).map(string_bytes),
+        };
+        // Built as bytes and checked for UTF-8 once: this runs for every request
+        // (and `format!` costs more still).
+        let mut ns = Vec::with_capacity(db.len() + 1 + collection.map_or(0, <[u8]>::len));
+        ns.extend_from_slice(db);
+        if let Some(c) = collection {
+            ns.push(b'.');
+            ns.extend_from_slice(c);
         }
+        String::from_utf8(ns).unwrap_or_else(|_| {
+            // Not UTF-8 (hostile bytes): what is UTF-8 of it, as the parts say.
+            let db = self.database();
+            match self.collection() {
+                Some(c) => format!("{db}.{c}"),
+                None => db.to_owned(),
+            }
+        })
     }
 
     /// The logical session id document, when the driver sent one.
@@ -123,6 +135,11 @@ impl<'m> Command<'m> {
         }
         out
     }
+}
+
+/// The bytes of a string element's value, without its length and NUL.
+fn string_bytes<'a>(e: element::Element<'a>) -> &'a [u8] {
+    e.value.get(4..e.value.len().saturating_sub(1)).unwrap_or_default()
 }
 
 fn first_key(doc: &RawDocument) -> Option<&str> {
@@ -278,6 +295,33 @@ mod tests {
     fn msg(body: bson::Document) -> Message {
         let bytes = OpMsg::new(Document::from_doc(&body)).encode(1, 0);
         Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_namespace_that_is_not_utf8_keeps_the_parts_that_are() {
+        // {find: "or\xffders", $db: "shop"}, and the same with the database bad.
+        let raw = |find: &[u8], db: &[u8]| {
+            let mut body = Vec::new();
+            for (key, value) in [(&b"find"[..], find), (&b"$db"[..], db)] {
+                body.push(0x02);
+                body.extend_from_slice(key);
+                body.push(0);
+                body.extend_from_slice(&(value.len() as i32 + 1).to_le_bytes());
+                body.extend_from_slice(value);
+                body.push(0);
+            }
+            let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
+            d.extend_from_slice(&body);
+            d.push(0);
+            let bytes = OpMsg::new(Document::from_bytes(bytes::Bytes::from(d)).unwrap()).encode(1, 0);
+            Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap()
+        };
+        let m = raw(b"or\xffders", b"shop");
+        assert_eq!(Command::from_message(&m).unwrap().namespace(), "shop");
+        let m = raw(b"orders", b"sh\xffop");
+        assert_eq!(Command::from_message(&m).unwrap().namespace(), ".orders");
+        let m = raw(b"orders", b"shop");
+        assert_eq!(Command::from_message(&m).unwrap().namespace(), "shop.orders");
     }
 
     #[test]

@@ -281,3 +281,17 @@ pub(crate) fn object<'a>(
         o.close();
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for s in ["orders", "customer_id", "a \"quoted\" key", "back\\slash", "tab\there", "é", "ctl\u{1}"] {
+            let mut out = Vec::new();
+            bytes_string(&mut out, s.as_bytes());
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+}
