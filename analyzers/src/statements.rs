@@ -169,7 +169,7 @@ impl Outcome {
         let number = |e: &Element<'_>| e.as_i64().and_then(|v| u64::try_from(v).ok());
         let mut out = Outcome::default();
         let upserted_indexes = |e: &Element<'_>, out: &mut Outcome| {
-            for u in e.as_array().into_iter().flat_map(element::elements).filter_map(|u| u.as_document()) {
+            for u in element::elements_in(e.as_array()).filter_map(|u| u.as_document()) {
                 out.upserted.push(element::find(u, "index").as_ref().and_then(number).unwrap_or(0));
             }
         };

@@ -266,7 +266,7 @@ impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
             }
             0x04 if depth < MAX_DEPTH => {
                 let array = array.or(Some(path.len()));
-                for item in e.as_array().into_iter().flat_map(element::elements) {
+                for item in element::elements_in(e.as_array()) {
                     self.value(item, leaf, deeper, path, array, depth + 1);
                 }
             }
@@ -319,13 +319,13 @@ impl<P: AsRef<[u8]>> Walk<'_, '_, P> {
             }
             0x04 if depth < MAX_DEPTH => {
                 let array = array.or(Some(path.len()));
-                for item in e.as_array().into_iter().flat_map(element::elements) {
+                for item in element::elements_in(e.as_array()) {
                     self.value(item, path, array, depth + 1);
                 }
             }
             0x03 | 0x04 => {}
             _ => {
-                if self.only.is_none_or(|only| only.iter().any(|w| w.as_ref() == &path[..])) {
+                if self.only.is_none_or(|only| only.iter().any(|w| element::same(w.as_ref(), path))) {
                     (self.f)(At { path, array }, &e)
                 }
             }
@@ -341,7 +341,7 @@ pub fn equalities<'a>(filter: &'a RawDocument, f: &mut dyn FnMut(&'a [u8], &Elem
     for e in element::elements(filter) {
         match e.key {
             b"$and" => {
-                for branch in e.as_array().into_iter().flat_map(element::elements) {
+                for branch in element::elements_in(e.as_array()) {
                     if let Some(b) = branch.as_document() {
                         equalities(b, f);
                     }
@@ -355,7 +355,7 @@ pub fn equalities<'a>(filter: &'a RawDocument, f: &mut dyn FnMut(&'a [u8], &Elem
                         match op.key {
                             b"$eq" => f(field, &op),
                             b"$in" => {
-                                let mut items = op.as_array().into_iter().flat_map(element::elements);
+                                let mut items = element::elements_in(op.as_array());
                                 if let (Some(only), None) = (items.next(), items.next()) {
                                     f(field, &only);
                                 }

@@ -248,7 +248,7 @@ impl<'m> CommandReply<'m> {
         }
         let error_code = if ok { first_write_error } else { Some(code.unwrap_or(-1)) };
         let (mut cursor_id, mut batch_len, mut batch_at) = (None, 0, None);
-        for e in cursor.into_iter().flat_map(element::elements) {
+        for e in element::elements_in(cursor) {
             match (e.key, e.kind) {
                 (b"id", 0x12) => cursor_id = e.as_i64(),
                 // A batch's documents are counted by their length prefixes, never decoded.

@@ -414,7 +414,11 @@ impl Schemas {
     }
 
     fn collection(&mut self, namespace: &str) -> Option<&mut Collection> {
-        if self.collections.get(self.last).is_some_and(|(ns, _)| ns == namespace) {
+        if self
+            .collections
+            .get(self.last)
+            .is_some_and(|(ns, _)| element::same(ns.as_bytes(), namespace.as_bytes()))
+        {
             return Some(&mut self.collections[self.last].1);
         }
         let i = match self.index.get(namespace) {
@@ -492,7 +496,7 @@ impl Schemas {
                                 if !sets_fields(group.key) && !matches!(group.key, b"$unset" | b"$rename") {
                                     continue;
                                 }
-                                for f in group.as_document().into_iter().flat_map(element::elements) {
+                                for f in element::elements_in(group.as_document()) {
                                     c.updated(&f, group.key);
                                 }
                             }
@@ -521,7 +525,7 @@ impl Schemas {
                 if !c.offering(v.op.docs_returned) || element::find(cmd.body, "projection").is_some() {
                     return;
                 }
-                for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
+                for d in element::elements_in(v.batch).filter_map(|d| d.as_document()) {
                     c.offer(d, None);
                 }
             }

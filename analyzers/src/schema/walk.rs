@@ -132,7 +132,7 @@ impl Collection {
             // Elements of an array of sub-documents add their fields at the array's path.
             0x04 => {
                 let mut n = 0;
-                for item in e.as_array().into_iter().flat_map(element::elements) {
+                for item in element::elements_in(e.as_array()) {
                     n += 1;
                     if let Some(d) = deeper.then(|| item.as_document()).flatten() {
                         self.walk(d, below, depth + 1, w);

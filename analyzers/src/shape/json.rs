@@ -158,7 +158,7 @@ pub fn single_bytes(out: &mut Vec<u8>, key: &[u8], value: impl FnOnce(&mut Vec<u
 
 /// The elements of an array (or document) element's value, if it is one.
 pub(crate) fn items<'a>(e: &Element<'a>) -> impl Iterator<Item = Element<'a>> {
-    e.as_array().or_else(|| e.as_document()).into_iter().flat_map(element::elements)
+    element::elements_in(e.as_array().or_else(|| e.as_document()))
 }
 
 /// The placeholder for one literal.
@@ -275,7 +275,7 @@ pub(crate) fn object<'a>(
 ) {
     nested(out, |out| {
         let mut o = Obj::open(out);
-        for e in d.into_iter().flat_map(element::elements) {
+        for e in element::elements_in(d) {
             value(o.key_bytes(e.key), e);
         }
         o.close();

@@ -361,6 +361,8 @@ pub(crate) struct Units {
     pub paths: Paths,
     clients: FxHashMap<u64, Vec<Unit>>,
     namespaces: FxHashMap<String, Arc<str>>,
+    /// The namespace asked for last (most requests ask the one before theirs again).
+    last_namespace: Option<Arc<str>>,
     gap_us: Micros,
     carriers: FxHashMap<ShapeId, Carrier>,
     max_clients: usize,
@@ -383,6 +385,7 @@ impl Units {
             paths: Paths::default(),
             clients: FxHashMap::default(),
             namespaces: FxHashMap::default(),
+            last_namespace: None,
             gap_us: gap_ms.saturating_mul(1000),
             carriers: FxHashMap::default(),
             max_clients: max_clients as usize,
@@ -405,7 +408,14 @@ impl Units {
     }
 
     fn namespace(&mut self, ns: &str) -> Arc<str> {
+        // A client's next request is mostly on the collection of its last one.
+        if let Some(last) =
+            self.last_namespace.as_ref().filter(|l| element::same(l.as_bytes(), ns.as_bytes()))
+        {
+            return last.clone();
+        }
         if let Some(a) = self.namespaces.get(ns) {
+            self.last_namespace = Some(a.clone());
             return a.clone();
         }
         let a: Arc<str> = Arc::from(ns);
@@ -697,8 +707,10 @@ impl Units {
                     return;
                 }
                 let Some(h) = keyed.link(e) else { return };
-                let cached =
-                    by_position.get(position).copied().filter(|p| paths.name(*p).as_bytes() == at.path);
+                let cached = by_position
+                    .get(position)
+                    .copied()
+                    .filter(|p| element::same(paths.name(*p).as_bytes(), at.path));
                 let Some(path) = cached.or_else(|| paths.id(at)) else { return };
                 match by_position.get_mut(position) {
                     Some(p) => *p = path,

@@ -384,8 +384,7 @@ pub fn longest_in(filter: &bson::RawDocument) -> usize {
     for e in element::elements(filter) {
         match (e.key, e.kind) {
             (b"$and" | b"$or", 0x04) => {
-                for b in e.as_array().into_iter().flat_map(element::elements).filter_map(|b| b.as_document())
-                {
+                for b in element::elements_in(e.as_array()).filter_map(|b| b.as_document()) {
                     longest = longest.max(longest_in(b));
                 }
             }

@@ -139,8 +139,7 @@ fn regexes<'a>(filter: &'a bson::RawDocument, found: &mut dyn FnMut(&'a [u8], Cl
     for e in element::elements(filter) {
         match e.key {
             b"$and" | b"$or" => {
-                for b in e.as_array().into_iter().flat_map(element::elements).filter_map(|b| b.as_document())
-                {
+                for b in element::elements_in(e.as_array()).filter_map(|b| b.as_document()) {
                     regexes(b, found);
                 }
             }

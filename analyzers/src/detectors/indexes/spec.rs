@@ -142,9 +142,7 @@ fn filter_fields(d: &RawDocument, out: &mut BTreeSet<String>) {
     for e in element::elements(d) {
         match e.key_str() {
             Some(k) if k.starts_with('$') => {
-                for branch in
-                    e.as_array().into_iter().flat_map(element::elements).filter_map(|b| b.as_document())
-                {
+                for branch in element::elements_in(e.as_array()).filter_map(|b| b.as_document()) {
                     filter_fields(branch, out);
                 }
             }

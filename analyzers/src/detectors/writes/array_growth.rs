@@ -352,7 +352,7 @@ impl Detector for ArrayGrowth {
             let id = u.filter.and_then(statements::id_of).map(|e| id_hash(&self.keyed, &e, v.epoch));
             let ns = u.namespace.unwrap_or(&op.namespace);
             for group in element::elements(ops).filter(|e| e.key == b"$push" || e.key == b"$addToSet") {
-                for p in group.as_document().into_iter().flat_map(element::elements) {
+                for p in element::elements_in(group.as_document()) {
                     let modifiers = p.as_document().filter(|d| {
                         element::elements(d).next().is_some_and(|f| f.key.first() == Some(&b'$'))
                     });

@@ -182,7 +182,7 @@ impl Detector for DocumentSize {
             v.read_shape(),
         ) {
             let Some(s) = self.read_sizes(shape, &op.namespace, at) else { return };
-            for d in v.batch.into_iter().flat_map(element::elements).filter_map(|d| d.as_document()) {
+            for d in element::elements_in(v.batch).filter_map(|d| d.as_document()) {
                 s.note(d, true, threshold, app, at);
             }
             if let Some(value) = value {
