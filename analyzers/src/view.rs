@@ -8,6 +8,7 @@ use std::cell::OnceCell;
 use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
 use mongotap_wire::{Command, CommandReply};
+use smallvec::SmallVec;
 
 use crate::namespace::Change;
 use crate::operation::Operation;
@@ -17,6 +18,9 @@ use crate::statements::{self, Outcome, Update};
 /// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
 /// reports print as 16 hex digits (see [`crate::shape::hex`]).
 pub type ShapeId = u64;
+
+/// A filter's equalities as (field, value): a few, kept inline.
+type Equalities<'o> = SmallVec<[(&'o [u8], Element<'o>); 4]>;
 
 /// One operation, decoded once for the table and every detector.
 pub struct OpView<'o> {
@@ -38,7 +42,7 @@ pub struct OpView<'o> {
     pub statements: Vec<StatementShape>,
     /// The table row of each statement shape, in the same order (filled by the table;
     /// `None` when the shape went to the "other shapes" row).
-    pub shape_ids: Vec<Option<ShapeId>>,
+    pub shape_ids: SmallVec<[Option<ShapeId>; 2]>,
     /// For getMore: the shape of the command that opened the cursor, when known.
     pub cursor_of: Option<ShapeId>,
     /// The epoch of the operation's namespace (see [`crate::namespace`]): what
@@ -53,7 +57,7 @@ pub struct OpView<'o> {
     inserts: OnceCell<Vec<(Option<&'o str>, &'o RawDocument)>>,
     /// The first statement's filter and its equalities, found on first use.
     filter: OnceCell<Option<&'o RawDocument>>,
-    equalities: OnceCell<Vec<(&'o [u8], Element<'o>)>>,
+    equalities: OnceCell<Equalities<'o>>,
 }
 
 /// The statement shapes of `op` (none for getMore: the table attributes it to the
@@ -98,7 +102,7 @@ impl<'o> OpView<'o> {
             category,
             statements,
             batch,
-            shape_ids: Vec::new(),
+            shape_ids: SmallVec::new(),
             cursor_of: None,
             epoch: 0,
             change,
@@ -156,7 +160,7 @@ impl<'o> OpView<'o> {
     /// (field, value), found once for every analyzer that follows values.
     pub fn equalities(&self) -> &[(&'o [u8], Element<'o>)] {
         self.equalities.get_or_init(|| {
-            let mut out = Vec::with_capacity(4);
+            let mut out = SmallVec::new();
             if let Some(filter) = self.filter() {
                 crate::values::equalities(filter, &mut |field, e| out.push((field, *e)));
             }

@@ -405,6 +405,9 @@ pub(crate) struct Units {
     /// Units open now, every client's (at most [`MAX_OPEN_UNITS`]).
     open_units: usize,
     scratch: Vec<u8>,
+    /// The path interned at each position of the last document walked (kept to
+    /// reuse its allocation).
+    by_position: Vec<u32>,
     /// What the operation at hand asks for (kept to reuse its allocation).
     asked: Vec<(u32, u64, bool)>,
     /// Value maps of ended units, emptied, for the next ones.
@@ -426,6 +429,7 @@ impl Units {
             evicted: 0,
             open_units: 0,
             scratch: Vec::new(),
+            by_position: Vec::new(),
             asked: Vec::new(),
             spare: Vec::new(),
         }
@@ -712,7 +716,7 @@ impl Units {
             u.remember(*h, Source { step, path: *path, doc: 0, id_like: true });
         }
         self.asked = asked;
-        let Self { keyed, paths, scratch, carriers, .. } = self;
+        let Self { keyed, paths, scratch, carriers, by_position, .. } = self;
         if !carriers.contains_key(&shape) && carriers.len() >= MAX_CARRIERS {
             return; // too many shapes: this one's values are not followed
         }
@@ -731,7 +735,7 @@ impl Units {
         // The documents of a reply mostly have the same fields in the same order:
         // the path interned at the same position is tried first (a comparison)
         // before the interning map (a hash and a probe).
-        let mut by_position: Vec<u32> = Vec::new();
+        by_position.clear();
         let mut learn = |d: &RawDocument, u: &mut Unit| {
             let doc = element::find(d, "_id").and_then(|id| keyed.link(&id)).unwrap_or(0);
             scratch.clear();

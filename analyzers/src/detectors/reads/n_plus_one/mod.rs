@@ -136,6 +136,9 @@ pub struct NPlusOne {
     parents: FxHashMap<ShapeId, ParentShape>,
     evicted: Evicted,
     scratch: Vec<u8>,
+    /// The path slot at each position of the last document indexed (kept to reuse
+    /// its allocation).
+    by_position: Vec<u16>,
     /// Bursts ended by [`Occurrence::split`], to be closed once the client is let go.
     split: Vec<Occurrence>,
 }
@@ -154,6 +157,7 @@ impl NPlusOne {
             parents: FxHashMap::default(),
             evicted: Evicted::default(),
             scratch: Vec::new(),
+            by_position: Vec::new(),
             split: Vec::new(),
         }
     }
@@ -350,7 +354,7 @@ impl NPlusOne {
                 self.close(old, &conn);
             }
         }
-        let Self { keyed, paths, names, scratch, t, parents, evicted, .. } = self;
+        let Self { keyed, paths, names, scratch, by_position, t, parents, evicted, .. } = self;
         let full = parents.len() as u64 >= t.max_patterns.saturating_mul(4);
         let mut untracked = ParentShape::default();
         let shape = match parents.get_mut(&parent) {
@@ -398,7 +402,7 @@ impl NPlusOne {
         // The documents of a batch mostly share their layout: the n-th value of one is
         // usually at the path of the n-th value of the one before, so that path's id is
         // tried first (a comparison) before the interning map (a hash and a probe).
-        let mut by_position: Vec<u16> = Vec::new();
+        by_position.clear();
         for doc in element::elements(batch).filter_map(|d| d.as_document()) {
             scratch.clear();
             let mut position = 0;
