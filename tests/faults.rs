@@ -253,6 +253,7 @@ async fn a_full_disk_under_a_trace_is_said_once_and_the_trace_stays_readable() {
     }
     std::fs::remove_file(&filler).unwrap();
     ping_until_logged(&client, &log, "the trace is written again").await;
+    assert_eq!(pings(&client, 20).await, (20, 0), "and after it");
     client.shutdown().await;
     proxy.kill("-TERM");
     let log = std::fs::read_to_string(&log).unwrap();

@@ -82,11 +82,11 @@ impl<'m> Command<'m> {
     pub fn namespace(&self) -> String {
         let db = match self.legacy_database {
             Some(d) => d.as_bytes(),
-            None => element::find(self.body, "$db").filter(|e| e.kind == 0x02).map_or(&[][..], string_bytes),
+            None => element::find(self.body, "$db").and_then(string_bytes).unwrap_or_default(),
         };
         let collection = match self.name {
             "getMore" => self.body.get_str("collection").ok().map(str::as_bytes),
-            _ => element::elements(self.body).next().filter(|e| e.kind == 0x02).map(string_bytes),
+            _ => element::elements(self.body).next().and_then(string_bytes),
         };
         // Built as bytes and checked for UTF-8 once: this runs for every request
         // (and `format!` costs more still).
@@ -137,9 +137,14 @@ impl<'m> Command<'m> {
     }
 }
 
-/// The bytes of a string element's value, without its length and NUL.
-fn string_bytes<'a>(e: element::Element<'a>) -> &'a [u8] {
-    e.value.get(4..e.value.len().saturating_sub(1)).unwrap_or_default()
+/// The bytes of a string element's value, without its length and NUL; `None` for
+/// another type, or a string whose length leaves no room for its NUL (what
+/// [`element::Element::as_str`] refuses too).
+fn string_bytes(e: element::Element<'_>) -> Option<&[u8]> {
+    match e.kind {
+        0x02 => e.value.get(4..e.value.len().checked_sub(1)?),
+        _ => None,
+    }
 }
 
 fn first_key(doc: &RawDocument) -> Option<&str> {
@@ -322,6 +327,15 @@ mod tests {
         assert_eq!(Command::from_message(&m).unwrap().namespace(), ".orders");
         let m = raw(b"orders", b"shop");
         assert_eq!(Command::from_message(&m).unwrap().namespace(), "shop.orders");
+        // A collection string whose length prefix says 0 (no room for its NUL): no
+        // collection, as before, and the walk ends there, so no `$db` either.
+        let empty = raw(b"", b"shop");
+        let Op::Msg(msg) = &empty.op else { unreachable!() };
+        let mut body = msg.body().raw().as_bytes().to_vec();
+        body[10..14].copy_from_slice(&0i32.to_le_bytes());
+        let zero = OpMsg::new(Document::from_bytes(bytes::Bytes::from(body)).unwrap()).encode(1, 0);
+        let m = Message::decode(&Frame::from_bytes(zero).unwrap()).unwrap();
+        assert_eq!(Command::from_message(&m).unwrap().namespace(), "");
     }
 
     #[test]

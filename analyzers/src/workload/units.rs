@@ -445,7 +445,7 @@ impl Units {
     }
 
     fn namespace(&mut self, ns: &str) -> Arc<str> {
-        // A client's next request is mostly on the collection of its last one.
+        // Consecutive requests are mostly on one namespace (one slot for every client).
         if let Some(last) =
             self.last_namespace.as_ref().filter(|l| element::same(l.as_bytes(), ns.as_bytes()))
         {
@@ -458,6 +458,7 @@ impl Units {
         let a: Arc<str> = Arc::from(ns);
         if self.namespaces.len() < 100_000 {
             self.namespaces.insert(ns.to_owned(), a.clone());
+            self.last_namespace = Some(a.clone());
         }
         a
     }
