@@ -5,11 +5,15 @@
 //! the table (which gives the shape ids) and before the report.
 //!
 //! # Layout
-//! - [`units`]: requests grouped into units of work as they run, per client.
+//! - [`units`]: requests grouped into units of work as they run, per client
+//!   ([`carrier`]: how much of a reply to walk for the values later steps take;
+//!   [`held`]: which values a unit may hold, told without a look-up).
 //! - [`operations`]: units that ran the same steps, counted together; report rows.
 //! - [`relationships`]: links between collections, the four questions answered,
 //!   the verdict, and the findings where the change pays.
 
+mod carrier;
+mod held;
 pub mod operations;
 pub mod relationships;
 pub(crate) mod units;

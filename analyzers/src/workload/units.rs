@@ -32,6 +32,9 @@ use crate::names::Paths;
 use crate::operation::ConnInfo;
 use crate::shape::command::Category;
 use crate::values::{self, At, Keyed};
+
+use super::carrier::{Carrier, Walk};
+use super::held::Held;
 use crate::view::{OpView, ShapeId};
 
 /// Values remembered per unit.
@@ -110,8 +113,7 @@ pub(crate) struct Unit {
     pub txn: Option<u64>,
     pub steps: Vec<Step>,
     pub values: Values,
-    /// Which values `values` may hold: asked for a value, most open units hold none
-    /// of it, and this says so without a probe of their maps.
+    /// Which values `values` may hold (see [`Held`]).
     held: Held,
     /// Round trips.
     pub requests: u32,
@@ -132,32 +134,6 @@ pub(crate) struct Unit {
 
 /// The values a unit carries, each with the documents that carried it.
 pub(crate) type Values = FxHashMap<u64, [Source; PARENTS_PER_VALUE]>;
-
-/// A Bloom filter of a unit's values: 1,024 bits, two per value (at 100 values a
-/// unit holding none of a value is told so 97% of the time, at the 512 kept 60%).
-/// Each open unit was asked for every value of every request, and each asking
-/// probed a map of up to 512 values that was rarely in cache: perf put a sixth of
-/// the grouping's own samples on those probes.
-#[derive(Clone, Default)]
-struct Held([u64; 16]);
-
-impl Held {
-    /// The two bits of a (keyed, so evenly spread) hash.
-    fn bits(h: u64) -> [usize; 2] {
-        [(h & 1023) as usize, ((h >> 10) & 1023) as usize]
-    }
-
-    fn add(&mut self, h: u64) {
-        for b in Held::bits(h) {
-            self.0[b / 64] |= 1 << (b % 64);
-        }
-    }
-
-    /// False when the unit holds no such value; true when it may.
-    fn may_hold(&self, h: u64) -> bool {
-        Held::bits(h).iter().all(|b| self.0[b / 64] & (1 << (b % 64)) != 0)
-    }
-}
 
 /// Emptied value maps kept for the next units (a unit's map grows to hundreds of
 /// values; growing a new one for every unit cost 2% of the analysis).
@@ -353,35 +329,6 @@ fn end_idle(open: &mut Vec<Unit>, done: &mut Vec<Unit>, idle: impl Fn(&Unit) -> 
     before - open.len()
 }
 
-/// What is known of the values a shape's documents give later steps: walking every
-/// reply costs most of the grouping, so a shape is walked whole in its first
-/// [`WALK_ALL_FIRST`] replies and one in [`WALK_EVERY`] after, and otherwise only
-/// at the paths that linked.
-#[derive(Default)]
-struct Carrier {
-    seen: u64,
-    linked: Vec<Box<[u8]>>,
-    /// Replies walked at the linked paths, and links later taken from this shape:
-    /// a shape whose values rarely link again (an id that once coincided) is then
-    /// walked in one reply of [`WALK_EVERY`] only.
-    walked: u64,
-    hits: u64,
-}
-
-impl Carrier {
-    /// Whether this reply is walked at the linked paths.
-    fn walk_at_paths(&self) -> bool {
-        !self.linked.is_empty()
-            && (self.walked < WALK_ALL_FIRST * 4
-                || self.hits * 16 >= self.walked
-                || self.seen % WALK_EVERY == 1)
-    }
-}
-
-/// Replies of a shape walked whole before sampling.
-const WALK_ALL_FIRST: u64 = 16;
-/// Then one in this many.
-const WALK_EVERY: u64 = 64;
 /// Shapes whose carried values are followed.
 const MAX_CARRIERS: usize = 16_384;
 /// Documents of a reply walked at the linked paths only.
@@ -623,11 +570,7 @@ impl Units {
                 if let Some(c) =
                     open[i].steps.get(usize::from(l.from)).and_then(|s| self.carriers.get_mut(&s.shape))
                 {
-                    c.hits += 1;
-                    let name = self.paths.name(l.path).as_bytes();
-                    if c.linked.len() < 8 && !c.linked.iter().any(|p| &p[..] == name) {
-                        c.linked.push(name.into());
-                    }
+                    c.linked_at(self.paths.name(l.path).as_bytes());
                 }
                 joined = Some(i);
             }
@@ -721,16 +664,11 @@ impl Units {
         if !carriers.contains_key(&shape) && carriers.len() >= MAX_CARRIERS {
             return; // too many shapes: this one's values are not followed
         }
-        let c = carriers.entry(shape).or_default();
-        c.seen += 1;
-        let whole = c.seen <= WALK_ALL_FIRST || c.seen % WALK_EVERY == 0;
-        if !whole {
-            if !c.walk_at_paths() {
-                return;
-            }
-            c.walked += 1;
-        }
-        let (docs, only) = if whole { (DOCS_PER_REPLY, None) } else { (DOCS_AT_PATHS, Some(&c.linked[..])) };
+        let Some(walk) = carriers.entry(shape).or_default().next_reply() else { return };
+        let (docs, only) = match walk {
+            Walk::Whole => (DOCS_PER_REPLY, None),
+            Walk::AtPaths(linked) => (DOCS_AT_PATHS, Some(linked)),
+        };
         let looked = (op.docs_returned as usize).max(v.inserts().len()).min(docs);
         u.steps[usize::from(step)].looked += looked as u64;
         // The documents of a reply mostly have the same fields in the same order:
@@ -826,27 +764,5 @@ impl Units {
     /// The units open now (counted as if they ended now, for a report).
     pub(crate) fn open(&self) -> impl Iterator<Item = &Unit> {
         self.clients.values().flatten()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_filter_never_denies_a_value_it_was_given_and_denies_most_others() {
-        let keyed = Keyed::default();
-        let hash = |i: i64| {
-            use std::hash::Hasher;
-            let mut h = keyed.hasher();
-            h.write_i64(i);
-            h.finish()
-        };
-        let mut held = Held::default();
-        (0..100).for_each(|i| held.add(hash(i)));
-        assert!((0..100).all(|i| held.may_hold(hash(i))));
-        let wrong = (1_000..11_000).filter(|i| held.may_hold(hash(*i))).count();
-        // Two bits of 1,024 for each of 100 values: about 3% of other values pass.
-        assert!(wrong < 600, "{wrong} of 10,000 values never given were said to be held");
     }
 }
