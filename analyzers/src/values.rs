@@ -103,7 +103,7 @@ impl Keyed {
                 h.write(e.value);
             }
             0x02 => {
-                let s = e.value.get(4..e.value.len().checked_sub(1)?)?;
+                let s = e.string_bytes()?;
                 if s.is_empty() || s.len() > MAX_KEY_STRING {
                     return None;
                 }

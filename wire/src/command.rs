@@ -82,11 +82,11 @@ impl<'m> Command<'m> {
     pub fn namespace(&self) -> String {
         let db = match self.legacy_database {
             Some(d) => d.as_bytes(),
-            None => element::find(self.body, "$db").and_then(string_bytes).unwrap_or_default(),
+            None => element::find(self.body, "$db").and_then(|e| e.string_bytes()).unwrap_or_default(),
         };
         let collection = match self.name {
             "getMore" => self.body.get_str("collection").ok().map(str::as_bytes),
-            _ => element::elements(self.body).next().and_then(string_bytes),
+            _ => element::elements(self.body).next().and_then(|e| e.string_bytes()),
         };
         // Built as bytes and checked for UTF-8 once: this runs for every request
         // (and `format!` costs more still).
@@ -134,16 +134,6 @@ impl<'m> Command<'m> {
             out.extend(seq.documents.iter().map(Document::raw));
         }
         out
-    }
-}
-
-/// The bytes of a string element's value, without its length and NUL; `None` for
-/// another type, or a string whose length leaves no room for its NUL (what
-/// [`element::Element::as_str`] refuses too).
-fn string_bytes(e: element::Element<'_>) -> Option<&[u8]> {
-    match e.kind {
-        0x02 => e.value.get(4..e.value.len().checked_sub(1)?),
-        _ => None,
     }
 }
 

@@ -20,8 +20,15 @@ pub struct Element<'a> {
 impl<'a> Element<'a> {
     /// The value of a string element.
     pub fn as_str(&self) -> Option<&'a str> {
+        std::str::from_utf8(self.string_bytes()?).ok()
+    }
+
+    /// The bytes of a string element's value, not checked for UTF-8: without its
+    /// length and its NUL. `None` for another type, or for a length that leaves no
+    /// room for the NUL.
+    pub fn string_bytes(&self) -> Option<&'a [u8]> {
         match self.kind {
-            0x02 => std::str::from_utf8(self.value.get(4..self.value.len() - 1)?).ok(),
+            0x02 => self.value.get(4..self.value.len().checked_sub(1)?),
             _ => None,
         }
     }

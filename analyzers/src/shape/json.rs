@@ -253,7 +253,7 @@ pub fn literal(out: &mut Vec<u8>, v: Element<'_>) {
         0x01 => serde_json::to_writer(&mut *out, &f64::from_le_bytes(v.value.try_into().unwrap_or_default()))
             .expect(memory),
         0x10 | 0x12 => serde_json::to_writer(&mut *out, &v.as_i64()).expect(memory),
-        0x02 => bytes_string(out, v.value.get(4..v.value.len().saturating_sub(1)).unwrap_or_default()),
+        0x02 => bytes_string(out, v.string_bytes().unwrap_or_default()),
         0x08 => boolean(out, v.as_bool() == Some(true)),
         0x0A => out.extend_from_slice(b"null"),
         0x03 => object(out, v.as_document(), literal),
