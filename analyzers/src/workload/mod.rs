@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use crate::detectors::Thresholds;
 use crate::event::Micros;
 use crate::finding::Finding;
-use crate::shape::hex;
 use crate::table::AccessTable;
 use crate::view::OpView;
 
@@ -132,8 +131,9 @@ fn end(
     units: &Units,
     t: &Thresholds,
 ) {
-    operations.add(u, t.max_patterns as usize);
-    relationships.add(u, &hex(operations::signature(u)), &units.paths);
+    let signature = operations::signature(u);
+    operations.add(u, signature, t.max_patterns as usize);
+    relationships.add(u, signature, &units.paths);
 }
 
 #[cfg(test)]

@@ -151,12 +151,11 @@ pub(crate) fn signature(u: &Unit) -> u64 {
 }
 
 impl Operations {
-    /// Counts one ended unit.
-    pub(crate) fn add(&mut self, u: &Unit, max: usize) {
+    /// Counts one ended unit, whose [`signature`] is `sig`.
+    pub(crate) fn add(&mut self, u: &Unit, sig: u64, max: usize) {
         if u.steps.is_empty() {
             return;
         }
-        let sig = signature(u);
         if !self.stats.contains_key(&sig) && self.stats.len() >= max {
             self.refused += 1;
             return;

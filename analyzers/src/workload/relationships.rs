@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use smallvec::SmallVec;
 
 use super::units::Unit;
 use crate::detectors::Thresholds;
@@ -83,8 +84,9 @@ struct Stat {
     /// Child value -> the parent documents that named it.
     parents: FxHashMap<u64, Vec<u64>>,
     child_shapes: BTreeSet<ShapeId>,
-    /// Signatures of the operations that followed it, with how many units.
-    operations: BTreeMap<String, u64>,
+    /// Signatures of the operations that followed it, with how many units (written
+    /// in hex for the report only: their order is the same).
+    operations: BTreeMap<u64, u64>,
 }
 
 /// Every relationship seen, with the per-collection counts its shares need.
@@ -200,17 +202,23 @@ fn spread(mut v: Vec<u64>) -> Spread {
 
 impl Relationships {
     /// Counts what one ended unit shows.
-    pub(crate) fn add(&mut self, u: &Unit, operation: &str, paths: &Paths) {
-        let mut read: BTreeSet<&str> = BTreeSet::new();
-        let mut written: BTreeSet<&str> = BTreeSet::new();
+    pub(crate) fn add(&mut self, u: &Unit, operation: u64, paths: &Paths) {
+        // The namespaces read and changed, each once (a unit names few: no set).
+        let mut read: SmallVec<[&str; 4]> = SmallVec::new();
+        let mut written: SmallVec<[&str; 4]> = SmallVec::new();
         for s in &u.steps {
             // Changes: updates and deletes (an insert adds, it changes nothing copied).
-            if s.write && !s.insert {
-                written.insert(&s.namespace);
-            } else if !s.write {
-                read.insert(&s.namespace);
+            let into = match (s.write, s.insert) {
+                (true, false) => &mut written,
+                (false, _) => &mut read,
+                (true, true) => continue,
+            };
+            if !into.contains(&&*s.namespace) {
+                into.push(&s.namespace);
             }
         }
+        // In order, as a set would give them (the bound on pairs admits the first).
+        written.sort_unstable();
         for ns in &read {
             self.values_refused += u64::from(!count_unit(&mut self.units_reading, ns, 1));
         }
@@ -274,8 +282,8 @@ impl Relationships {
             if st.child_shapes.len() < MAX_NAMES {
                 st.child_shapes.insert(s.shape);
             }
-            if st.operations.len() < MAX_NAMES || st.operations.contains_key(operation) {
-                *st.operations.entry(operation.to_owned()).or_default() += 1;
+            if st.operations.len() < MAX_NAMES || st.operations.contains_key(&operation) {
+                *st.operations.entry(operation).or_default() += 1;
             }
         }
     }
@@ -311,7 +319,7 @@ impl Relationships {
             }
             st.child_shapes.extend(s.child_shapes.iter().copied());
             for (o, n) in &s.operations {
-                *st.operations.entry(o.clone()).or_default() += n;
+                *st.operations.entry(*o).or_default() += n;
             }
         }
     }
@@ -378,7 +386,7 @@ impl Relationships {
             let mut figures = figures;
             figures.child_writes_per_read = ratio(updates_on(&k.child, None), s.child_reads.max(1));
             figures.copied_writes_per_read = ratio(updates_on(&k.child, Some(&fields)), s.child_reads.max(1));
-            let operations: Vec<String> = s.operations.keys().cloned().collect();
+            let operations: Vec<String> = s.operations.keys().map(|&o| crate::shape::hex(o)).collect();
             out.push(figures.row(k, fields, operations, false, s.units, t));
         }
         // `$lookup`s: read together wherever the aggregation runs.

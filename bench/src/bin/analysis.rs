@@ -5,7 +5,9 @@
 //!   rust.stream, a realistic mix) plus the load generator's find/reply pairs,
 //!   replayed until OPS operations; prints operations (request + reply) per second,
 //!   with every detector and with none (what the detectors cost), and on a blog
-//!   whose every page is an N+1 (the detectors' busiest case).
+//!   whose every page is an N+1 (the detectors' busiest case); and on bench/proxy.sh's
+//!   own traffic (the load generator's find and the canned reply), whose cost per
+//!   operation is the analysis share of the proxy's CPU per operation.
 //! - memory: peak RSS after 10,000 distinct shapes spread over 1,000 connections, and
 //!   RSS after 1M and after 10M operations (bounded state: the two must match).
 //!
@@ -205,6 +207,30 @@ fn main() {
         "N+1-heavy corpus (a blog page of 20 posts, then one author query per post, over a pool of 4): {:.0} operations/s on one core; findings: {}",
         p.operations() as f64 / cpu,
         findings.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>().join(", ")
+    );
+
+    // What bench/proxy.sh's analysis thread is fed: the load generator's find and
+    // the canned server's reply, over 32 connections. Its cost per operation is the
+    // analysis share of the proxy's CPU per operation.
+    let pairs: Vec<TapEvent> = (0..32u64)
+        .flat_map(|conn| {
+            let id = 2_000_000 + conn as i32 * 2;
+            [(Direction::ToServer, find_request(id)), (Direction::ToClient, find_reply(id + 1, id))].map(
+                |(dir, bytes)| TapEvent::Message {
+                    conn,
+                    dir,
+                    at: 0,
+                    frame: Frame::from_bytes(Bytes::from(bytes)).unwrap(),
+                },
+            )
+        })
+        .collect();
+    let mut p = Pipeline::default();
+    let (_, cpu) = run_events(&mut p, &pairs, ops / 4);
+    println!(
+        "the proxy benchmark's traffic (the load generator's find and the canned reply, 32 connections): {:.0} operations/s on one core = {:.2} us per operation",
+        p.operations() as f64 / cpu,
+        cpu * 1e6 / p.operations() as f64
     );
 
     if std::env::args().nth(2).as_deref() == Some("--throughput-only") {
