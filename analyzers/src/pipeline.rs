@@ -61,10 +61,14 @@ enum Step {
 }
 
 /// Operations handed from one thread to the other at a time (see [`Pipeline::split`]).
-const BATCH: usize = 256;
+/// Small: the analyzers wait for the first batch, and analyse the last after the
+/// reading is done; on a 10 MB capture 256 cost more in that wait than the hand-overs
+/// of 64 do (bench/offline.sh).
+const BATCH: usize = 64;
 
-/// Batches in flight between the threads: bounded memory.
-const BATCHES: usize = 16;
+/// Batches in flight between the threads: bounded memory (the analyzers keep pace,
+/// so a longer queue only held more operations).
+const BATCHES: usize = 8;
 
 impl Seen {
     /// Counts `ev`, then has the correlator turn it into steps.
