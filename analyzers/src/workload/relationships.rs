@@ -251,7 +251,8 @@ impl Relationships {
                 self.refused += 1;
                 continue;
             }
-            let st = self.stats.entry(key.clone()).or_default();
+            let child_is_id = key.child_field == "_id";
+            let st = self.stats.entry(key).or_default();
             st.units += 1;
             st.read_together += u64::from(!p.write && !s.write);
             if s.write {
@@ -262,7 +263,7 @@ impl Relationships {
             // The parent holds the reference (children per parent: references per
             // parent document), or the child holds the parent's id (documents a child
             // query by that id returned).
-            let children = if key.child_field == "_id" {
+            let children = if child_is_id {
                 u64::from(s.values).div_ceil(p.docs.max(1))
             } else {
                 s.docs.div_ceil(u64::from(s.values).max(1))

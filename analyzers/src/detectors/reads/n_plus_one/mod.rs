@@ -250,7 +250,8 @@ impl NPlusOne {
         let (child, namespace) = child;
         let Self { keyed, paths, names, clients, evicted, split, .. } = self;
         let client = clients.get_mut(&key)?;
-        let equalities: Vec<(&[u8], u64)> =
+        // Inline: a request asks for few values, and this runs for every one.
+        let equalities: smallvec::SmallVec<[(&[u8], u64); 4]> =
             asked.iter().filter_map(|(f, e)| Some((*f, keyed.link(e)?))).collect();
         if equalities.is_empty() {
             return None;
