@@ -48,7 +48,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Writes what `write` writes to `path` through a temporary sibling and a rename.
 fn write_atomically_with(
     path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    write: impl FnOnce(&mut io::BufWriter<fs::File>) -> io::Result<()>,
 ) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;

@@ -9,9 +9,10 @@ pub fn render(r: &Report) -> String {
     String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
-/// [`render`], written to `w` as it goes rather than built whole first.
-pub fn write(r: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(&mut *w, r)?;
+/// [`render`], written to `w` as it goes rather than built whole first. (Generic, not
+/// `dyn`: the serializer writes a few bytes at a time, each a call through `w`.)
+pub fn write(r: &Report, mut w: impl std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut w, r)?;
     w.write_all(b"\n")
 }
 
