@@ -9,6 +9,12 @@ use mongotap_wire::element::{self, Element};
 
 use super::{variants, Collection, TypeCount, MAX_DEPTH, MAX_STRING_FIELDS};
 
+/// Sub-documents of one array walked: its first this many and its last this many
+/// (a document's newest items are pushed at its end). The ones between are counted
+/// in its length, not walked: a product embedding 300 reviews was 300 walks each
+/// time it was seen, most of the analysis of a capture of such documents.
+const ARRAY_ENDS: usize = 32;
+
 /// The parent of top-level fields in [`Collection::child`].
 pub(super) const ROOT: u32 = u32::MAX;
 /// The parent of a field no walk has linked yet (an update made it, or a walk
@@ -129,16 +135,27 @@ impl Collection {
                     self.walk(d, below, depth + 1, w);
                 }
             }
-            // Elements of an array of sub-documents add their fields at the array's path.
+            // Elements of an array of sub-documents add their fields at the array's
+            // path: its first and its last ARRAY_ENDS of them (see there).
             0x04 => {
                 let mut n = 0;
+                let mut tail: [Option<&RawDocument>; ARRAY_ENDS] = [None; ARRAY_ENDS];
                 for item in element::elements_in(e.as_array()) {
+                    let d = deeper.then(|| item.as_document()).flatten();
+                    match d {
+                        Some(d) if n < ARRAY_ENDS => self.walk(d, below, depth + 1, w),
+                        _ => tail[n % ARRAY_ENDS] = d,
+                    }
                     n += 1;
-                    if let Some(d) = deeper.then(|| item.as_document()).flatten() {
+                }
+                // The last ones, oldest first (item i waited at i % ARRAY_ENDS).
+                let last = n.saturating_sub(ARRAY_ENDS).min(ARRAY_ENDS);
+                for i in n - last..n {
+                    if let Some(d) = tail[i % ARRAY_ENDS] {
                         self.walk(d, below, depth + 1, w);
                     }
                 }
-                array_len = Some(n);
+                array_len = Some(n as u64);
             }
             _ => {}
         }
@@ -272,6 +289,26 @@ mod tests {
         let nested = c.child(Under::Field(at("a.c") as u32), b"d");
         assert_eq!(nested, Some(at("a.c.d")), "the first way to a path stays linked");
         assert_eq!(c.child(Under::Field(at("a") as u32), b"c.d"), None);
+    }
+
+    #[test]
+    fn a_long_array_is_walked_at_its_ends_and_counted_whole() {
+        let mut c = Collection::default();
+        let items: Vec<bson::Document> = (0..100)
+            .map(|i| match i {
+                50 => doc! {"by": "x", "middle": 1},
+                99 => doc! {"by": "x", "newest": 1},
+                _ => doc! {"by": "x"},
+            })
+            .collect();
+        assert!(c.offering(1));
+        c.offer(&raw(doc! {"_id": 1, "reviews": items}), Some(1));
+        assert_eq!(c.field("reviews").unwrap().array_lengths, Some((100, 100, 100, 1)));
+        let by = c.field("reviews.by").unwrap();
+        assert_eq!(by.present, 1);
+        assert_eq!(by.types[0].count, 2 * ARRAY_ENDS as u64, "the first and the last walked");
+        assert!(c.field("reviews.newest").is_some(), "the newest item's field is seen");
+        assert!(c.field("reviews.middle").is_none(), "the ones between are not walked");
     }
 
     #[test]
