@@ -66,8 +66,9 @@ enum Step {
 /// of 64 do (bench/offline.sh).
 const BATCH: usize = 64;
 
-/// Batches in flight between the threads: bounded memory (the analyzers keep pace,
-/// so a longer queue only held more operations).
+/// Batches in flight between the threads: bounded memory. The analyzers' thread is
+/// the slower one, so the reading runs ahead by this much whatever it is; more only
+/// held more operations.
 const BATCHES: usize = 8;
 
 impl Seen {

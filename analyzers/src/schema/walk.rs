@@ -9,10 +9,11 @@ use mongotap_wire::element::{self, Element};
 
 use super::{variants, Collection, TypeCount, MAX_DEPTH, MAX_STRING_FIELDS};
 
-/// Sub-documents of one array walked: its first this many and its last this many
-/// (a document's newest items are pushed at its end). The ones between are counted
-/// in its length, not walked: a product embedding 300 reviews was 300 walks each
-/// time it was seen, most of the analysis of a capture of such documents.
+/// Items of one array whose sub-documents are walked: its first this many and its
+/// last this many (a document's newest items are pushed at its end). The ones
+/// between are counted in its length, not walked (their fields, and the arrays in
+/// them, are not seen): a product embedding 300 reviews was 300 walks each time it
+/// was seen, most of the analysis of a capture of such documents.
 const ARRAY_ENDS: usize = 32;
 
 /// The parent of top-level fields in [`Collection::child`].
@@ -309,6 +310,21 @@ mod tests {
         assert_eq!(by.types[0].count, 2 * ARRAY_ENDS as u64, "the first and the last walked");
         assert!(c.field("reviews.newest").is_some(), "the newest item's field is seen");
         assert!(c.field("reviews.middle").is_none(), "the ones between are not walked");
+    }
+
+    #[test]
+    fn the_ends_are_counted_in_items_scalars_included() {
+        let mut c = Collection::default();
+        // 40 items, every other one a sub-document: none between the ends, all 20 walked.
+        let mixed: Vec<bson::Bson> =
+            (0..40).map(|i| if i % 2 == 1 { doc! {"a": i}.into() } else { bson::Bson::Int32(i) }).collect();
+        // 70 sub-documents: 0..32 and 38..70 walked.
+        let long: Vec<bson::Document> = (0..70).map(|i| doc! {"b": i}).collect();
+        assert!(c.offering(1));
+        c.offer(&raw(doc! {"_id": 1, "mixed": mixed, "long": long}), Some(1));
+        assert_eq!(c.field("mixed.a").unwrap().types[0].count, 20);
+        assert_eq!(c.field("long.b").unwrap().types[0].count, 64);
+        assert_eq!(c.field("long").unwrap().array_lengths, Some((70, 70, 70, 1)));
     }
 
     #[test]

@@ -217,7 +217,8 @@ impl Relationships {
                 into.push(&s.namespace);
             }
         }
-        // In order, as a set would give them (the bound on pairs admits the first).
+        // In order, as a set gave them: at their bounds, the first are admitted.
+        read.sort_unstable();
         written.sort_unstable();
         for ns in &read {
             self.values_refused += u64::from(!count_unit(&mut self.units_reading, ns, 1));

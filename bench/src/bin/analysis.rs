@@ -6,8 +6,9 @@
 //!   replayed until OPS operations; prints operations (request + reply) per second,
 //!   with every detector and with none (what the detectors cost), and on a blog
 //!   whose every page is an N+1 (the detectors' busiest case); and on bench/proxy.sh's
-//!   own traffic (the load generator's find and the canned reply), whose cost per
-//!   operation is the analysis share of the proxy's CPU per operation.
+//!   own traffic (the load generator's find and the canned reply): the analysis
+//!   thread's work per operation there, measured alone (in the proxy it costs more,
+//!   beside two busy forwarding threads).
 //! - memory: peak RSS after 10,000 distinct shapes spread over 1,000 connections, and
 //!   RSS after 1M and after 10M operations (bounded state: the two must match).
 //!
@@ -210,8 +211,8 @@ fn main() {
     );
 
     // What bench/proxy.sh's analysis thread is fed: the load generator's find and
-    // the canned server's reply, over 32 connections. Its cost per operation is the
-    // analysis share of the proxy's CPU per operation.
+    // the canned server's reply, over 32 connections (measured alone: in the proxy
+    // the same work costs more, beside the forwarding threads).
     let pairs: Vec<TapEvent> = (0..32u64)
         .flat_map(|conn| {
             let id = 2_000_000 + conn as i32 * 2;
