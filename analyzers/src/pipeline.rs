@@ -9,10 +9,9 @@ use crate::finding::Finding;
 use crate::namespace::Epochs;
 use crate::operation::Operation;
 use crate::schema::Schemas;
-use crate::shape::command::StatementShape;
 use crate::sharding::ShardKeys;
 use crate::table::{AccessTable, TableLimits};
-use crate::view::{statements_of, OpView, ShapeId};
+use crate::view::{OpView, ShapeId};
 use crate::workload::Workload;
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -20,6 +19,10 @@ use std::sync::mpsc::{Receiver, SyncSender};
 pub struct Pipeline {
     correlator: Correlator,
     seen: Seen,
+    /// What each collection's documents look like. Apart from the other analyzers:
+    /// it needs nothing of theirs, so a split pipeline walks documents on the
+    /// correlator's thread (see [`Pipeline::split`]).
+    schemas: Schemas,
     analyzers: Analyzers,
 }
 
@@ -40,8 +43,6 @@ struct Analyzers {
     last_shape: Option<ShapeId>,
     /// Each namespace's epoch: drops and renames end what detectors remember.
     epochs: Epochs,
-    /// What each collection's documents look like.
-    schemas: Schemas,
     shard_keys: ShardKeys,
     /// The application's operations and relationships.
     workload: Workload,
@@ -53,9 +54,8 @@ struct Analyzers {
 enum Step {
     /// Events were dropped somewhere.
     Gap { at: Micros, dropped: u64 },
-    /// An operation completed, with its statement shapes when they were found on
-    /// the correlator's side.
-    Operation(Operation, Option<Vec<StatementShape>>),
+    /// An operation completed.
+    Operation(Operation),
     /// Time to close what has timed out, as of this time.
     Expire(Micros),
 }
@@ -81,7 +81,7 @@ impl Seen {
         if let TapEvent::Gap { dropped, .. } = ev {
             out(Step::Gap { at, dropped });
         }
-        correlator.on_event(ev, &mut |op| out(Step::Operation(op, None)));
+        correlator.on_event(ev, &mut |op| out(Step::Operation(op)));
     }
 
     fn expire(&mut self, correlator: &mut Correlator, now: Micros, out: &mut dyn FnMut(Step)) {
@@ -91,7 +91,9 @@ impl Seen {
 }
 
 impl Analyzers {
-    fn apply(&mut self, step: &mut Step) {
+    /// Takes one step; an operation's documents go to `schemas` too, unless the
+    /// correlator's side walked them already.
+    fn apply(&mut self, step: &Step, schemas: Option<&mut Schemas>) {
         match step {
             Step::Gap { at, dropped } => {
                 // Events were dropped somewhere: what detectors follow across events
@@ -101,7 +103,7 @@ impl Analyzers {
                 self.workload.on_gap();
                 self.table.charge_loss(*dropped);
             }
-            Step::Operation(op, statements) => self.on_operation(op, statements.take()),
+            Step::Operation(op) => self.on_operation(op, schemas),
             Step::Expire(last_at) => {
                 let last_at = *last_at;
                 self.table.expire(last_at);
@@ -111,13 +113,15 @@ impl Analyzers {
         }
     }
 
-    fn on_operation(&mut self, op: &Operation, statements: Option<Vec<StatementShape>>) {
+    fn on_operation(&mut self, op: &Operation, schemas: Option<&mut Schemas>) {
         self.operations += 1;
         // Decoded once; the table fills in the shape ids the detectors read.
-        let mut view = OpView::shaped(op, statements);
+        let mut view = OpView::new(op);
         view.epoch = self.epochs.of(&op.namespace);
         self.table.record(&mut view);
-        self.schemas.observe(&view);
+        if let Some(schemas) = schemas {
+            schemas.observe(&view);
+        }
         self.shard_keys.observe(&view);
         self.detectors.on_operation(&view);
         self.workload.observe(&view);
@@ -147,13 +151,14 @@ impl Feed for Pipeline {
 }
 
 /// The correlator's side of a pipeline split over two threads (see
-/// [`Pipeline::split`]): it reads, decodes, decompresses, pairs and shapes, and
-/// hands the operations over in batches. The batches come back once analysed, to
-/// be freed on the thread that allocated them (a free from another thread costs
-/// the allocator several times more).
+/// [`Pipeline::split`]): it reads, decodes, decompresses and pairs, walks the
+/// documents for the schemas, and hands the operations over in batches. The
+/// batches come back once analysed, to be freed on the thread that allocated them
+/// (a free from another thread costs the allocator several times more).
 pub struct Front<'p> {
     correlator: &'p mut Correlator,
     seen: &'p mut Seen,
+    schemas: &'p mut Schemas,
     batch: Vec<Step>,
     to_analyzers: SyncSender<Vec<Step>>,
     analysed: Receiver<Vec<Step>>,
@@ -189,14 +194,14 @@ impl Feed for Front<'_> {
             return;
         }
         let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
+        let schemas = &mut *self.schemas;
         seen.feed(correlator, ev, &mut |step| {
-            batch.push(match step {
-                Step::Operation(op, _) => {
-                    let statements = statements_of(&op);
-                    Step::Operation(op, Some(statements))
-                }
-                other => other,
-            })
+            if let Step::Operation(op) = &step {
+                // The documents are walked here, the shapes found there: the two
+                // threads' shares of the work come out about even.
+                schemas.observe(&OpView::unshaped(op));
+            }
+            batch.push(step)
         });
         self.flush_when_full();
     }
@@ -222,12 +227,12 @@ impl Pipeline {
         Pipeline {
             correlator: Correlator::new(limits),
             seen: Seen::default(),
+            schemas: Schemas::showing_values(table.show_values),
             analyzers: Analyzers {
                 table: AccessTable::new(table),
                 operations: 0,
                 last_shape: None,
                 epochs: Epochs::default(),
-                schemas: Schemas::showing_values(table.show_values),
                 shard_keys: ShardKeys::default(),
                 workload: Workload::new(detectors.thresholds()),
                 detectors,
@@ -237,29 +242,37 @@ impl Pipeline {
 
     /// Feeds one event.
     pub fn feed(&mut self, ev: TapEvent) {
-        let analyzers = &mut self.analyzers;
-        self.seen.feed(&mut self.correlator, ev, &mut |mut step| analyzers.apply(&mut step));
+        let (analyzers, schemas) = (&mut self.analyzers, &mut self.schemas);
+        self.seen.feed(&mut self.correlator, ev, &mut |step| analyzers.apply(&step, Some(schemas)));
     }
 
     /// Runs `produce` on a thread of its own, feeding this pipeline's correlator
-    /// there (the reading, decoding, decompressing and pairing), while this thread
-    /// runs the analyzers on the operations it completes, in the order it completes
-    /// them: the same state as feeding the pipeline itself, on two cores.
+    /// there (the reading, decoding, decompressing and pairing, and the schemas'
+    /// walks of the documents), while this thread runs the other analyzers on the
+    /// operations it completes, in the order it completes them: the same state as
+    /// feeding the pipeline itself, on two cores.
     pub fn split<R: Send>(&mut self, produce: impl FnOnce(&mut Front<'_>) -> R + Send) -> R {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Step>>(BATCHES);
         let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Step>>();
-        let Pipeline { correlator, seen, analyzers } = self;
+        let Pipeline { correlator, seen, schemas, analyzers } = self;
         std::thread::scope(|scope| {
             let front = scope.spawn(move || {
                 let batch = Vec::with_capacity(BATCH);
-                let mut front =
-                    Front { correlator, seen, batch, to_analyzers: tx, analysed: done_rx, stopped: false };
+                let mut front = Front {
+                    correlator,
+                    seen,
+                    schemas,
+                    batch,
+                    to_analyzers: tx,
+                    analysed: done_rx,
+                    stopped: false,
+                };
                 let r = produce(&mut front);
                 front.flush();
                 r
             });
-            for mut batch in rx {
-                batch.iter_mut().for_each(|step| analyzers.apply(step));
+            for batch in rx {
+                batch.iter().for_each(|step| analyzers.apply(step, None));
                 // Back to be freed there; once the front is done, freed here.
                 let _ = done_tx.send(batch);
             }
@@ -271,8 +284,8 @@ impl Pipeline {
     /// detectors close what has timed out. The detectors go by the events' own time,
     /// so an analysis that lags behind the traffic does not cut their windows short.
     pub fn expire(&mut self, now: Micros) {
-        let analyzers = &mut self.analyzers;
-        self.seen.expire(&mut self.correlator, now, &mut |mut step| analyzers.apply(&mut step));
+        let (analyzers, schemas) = (&mut self.analyzers, &mut self.schemas);
+        self.seen.expire(&mut self.correlator, now, &mut |step| analyzers.apply(&step, Some(schemas)));
     }
 
     /// The table's shape of the last operation completed (for a getMore, its
@@ -291,7 +304,7 @@ impl Pipeline {
     /// relationship verdicts named in the N+1 and `$lookup` findings on their links.
     pub fn findings(&self) -> Vec<Finding> {
         let a = &self.analyzers;
-        let mut findings = a.detectors.findings(&a.table, &a.schemas);
+        let mut findings = a.detectors.findings(&a.table, &self.schemas);
         a.workload.reconcile(&a.table, &mut findings);
         let catalog = a.detectors.catalog().lock().unwrap_or_else(|e| e.into_inner());
         findings.extend(crate::sharding::current::findings(
@@ -310,7 +323,7 @@ impl Pipeline {
 
     /// What each collection's documents look like.
     pub fn schemas(&self) -> &Schemas {
-        &self.analyzers.schemas
+        &self.schemas
     }
 
     /// What the inserts showed of each collection's candidate shard-key values.

@@ -60,15 +60,6 @@ pub struct OpView<'o> {
     equalities: OnceCell<Equalities<'o>>,
 }
 
-/// The statement shapes of `op` (none for getMore: the table attributes it to the
-/// shape that opened its cursor; none for auth commands).
-pub fn statements_of(op: &Operation) -> Vec<StatementShape> {
-    match op.sensitive {
-        true => Vec::new(),
-        false => op.command_view().as_ref().map(shapes).unwrap_or_default(),
-    }
-}
-
 fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
     match c.name {
         "getMore" => Vec::new(),
@@ -77,18 +68,23 @@ fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
 }
 
 impl<'o> OpView<'o> {
-    /// Decodes `op` once.
+    /// Decodes `op` once, its statement shapes with it.
     pub fn new(op: &'o Operation) -> OpView<'o> {
-        OpView::shaped(op, None)
+        OpView::decode(op, true)
     }
 
-    /// Decodes `op` once, its statement shapes already found by [`statements_of`]
-    /// (on another thread: see [`crate::pipeline::Pipeline::split`]).
-    pub fn shaped(op: &'o Operation, statements: Option<Vec<StatementShape>>) -> OpView<'o> {
+    /// Decodes `op` without finding its statement shapes, for what reads its
+    /// documents only (the schemas, on the correlator's thread of a split pipeline:
+    /// see [`crate::pipeline::Pipeline::split`]).
+    pub fn unshaped(op: &'o Operation) -> OpView<'o> {
+        OpView::decode(op, false)
+    }
+
+    fn decode(op: &'o Operation, shaped: bool) -> OpView<'o> {
         let command = if op.sensitive { None } else { op.command_view() };
         let reply = if op.sensitive { None } else { op.reply_view() };
         let category = command.as_ref().map_or(Category::Command, crate::shape::command::category);
-        let statements = statements.unwrap_or_else(|| command.as_ref().map(shapes).unwrap_or_default());
+        let statements = command.as_ref().filter(|_| shaped).map(shapes).unwrap_or_default();
         let batch = reply.as_ref().and_then(|r| op.batch(r));
         let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));
         let outcome = match (&command, &reply) {
