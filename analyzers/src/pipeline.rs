@@ -34,7 +34,8 @@ struct Seen {
     last_at: Micros,
 }
 
-/// Everything after the correlator: what each completed operation goes to.
+/// Everything after the correlator but the schemas: what each completed operation
+/// goes to.
 struct Analyzers {
     table: AccessTable,
     detectors: Detectors,

@@ -1,7 +1,8 @@
 //! An operation as every analyzer sees it, decoded once: the request's command view,
 //! the reply's view, the category and the statement shapes. The table records it
 //! first and fills in the shape ids of its rows; the detectors then read the same
-//! view. Nobody re-decodes the messages or re-computes a shape.
+//! view. (A pipeline split over two threads decodes a second view, without shapes,
+//! on the reading thread for the schemas; nobody re-computes a shape.)
 
 use std::cell::OnceCell;
 
@@ -38,7 +39,7 @@ pub struct OpView<'o> {
     /// Read, write or other.
     pub category: Category,
     /// The command's statement shapes (none for getMore: the table attributes it to
-    /// the shape that opened its cursor).
+    /// the shape that opened its cursor; none in a view made by [`OpView::unshaped`]).
     pub statements: Vec<StatementShape>,
     /// The table row of each statement shape, in the same order (filled by the table;
     /// `None` when the shape went to the "other shapes" row).
