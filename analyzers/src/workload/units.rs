@@ -32,10 +32,10 @@ use crate::names::Paths;
 use crate::operation::ConnInfo;
 use crate::shape::command::Category;
 use crate::values::{self, At, Keyed};
+use crate::view::{OpView, ShapeId};
 
 use super::carrier::{Carrier, Walk};
 use super::held::Held;
-use crate::view::{OpView, ShapeId};
 
 /// Values remembered per unit.
 const MAX_VALUES: usize = 512;

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use bson::RawDocument;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::json;
+use smallvec::SmallVec;
 
 use mongotap_wire::element::{self, Element};
 
@@ -251,7 +252,7 @@ impl NPlusOne {
         let Self { keyed, paths, names, clients, evicted, split, .. } = self;
         let client = clients.get_mut(&key)?;
         // Inline: a request asks for few values, and this runs for every one.
-        let equalities: smallvec::SmallVec<[(&[u8], u64); 4]> =
+        let equalities: SmallVec<[(&[u8], u64); 4]> =
             asked.iter().filter_map(|(f, e)| Some((*f, keyed.link(e)?))).collect();
         if equalities.is_empty() {
             return None;
