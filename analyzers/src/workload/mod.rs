@@ -10,7 +10,7 @@
 //!   [`held`]: which values a unit may hold, told without a look-up).
 //! - [`operations`]: units that ran the same steps, counted together; report rows.
 //! - [`relationships`]: links between collections, the four questions answered,
-//!   the verdict, and the findings where the change pays.
+//!   the verdict ([`relationships::findings`]: the findings where the change pays).
 
 mod carrier;
 mod held;
