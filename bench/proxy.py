@@ -122,6 +122,7 @@ def main():
         cpu = {}  # (target, thread kind) -> CPU seconds during the 32-connection runs
         ops32 = {}
         offered32 = dropped32 = 0  # tap events at 32 connections, mongotap only
+        dropped_by_round = []
         for r in range(ROUNDS):
             # Rotate the order each round so no target always runs first or last.
             order = targets[r % 3:] + targets[:r % 3]
@@ -135,6 +136,7 @@ def main():
                         o, d = tap_counters(admin)
                         offered32 += o - counted[0]
                         dropped32 += d - counted[1]
+                        dropped_by_round.append(d - counted[1])
                     if before is not None:
                         after = cpu_seconds(pids[name])
                         for thread, t in after.items():
@@ -190,7 +192,8 @@ def main():
     print(f"CPU per operation at 32 connections: haproxy {h_all:.1f} us; mongotap {m_fwd + m_an:.1f} us "
           f"(forwarding {m_fwd:.1f} + analysis {m_an:.1f}) -> ratio {(m_fwd + m_an) / max(h_all, 0.01):.2f} (target <= 1.05)")
     print(f"events dropped at 32 connections (saturation): {dropped32} of {offered32} offered = "
-          f"{100 * dropped32 / max(offered32, 1):.2f}% (target 0)")
+          f"{100 * dropped32 / max(offered32, 1):.2f}% (target 0); round by round "
+          + ", ".join(map(str, dropped_by_round)))
     print(f"mongotap peak RSS: {rss / 1024:.1f} MiB after the runs above; {rss_shapes / 1024:.1f} MiB after 1,000 "
           f"concurrent connections over 10,000 distinct shapes ({totals['shapes']} rows kept; target < 150 MB)")
     print(f"mongotap analysed {totals['operations']} operations, "
