@@ -6,18 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::TryRecvError;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use mongotap_analyzers::pipeline::Pipeline;
 use mongotap_events::Clock;
 
-use crate::proxy::tap::TapReceiver;
+use crate::proxy::tap::{IdleWait, TapReceiver};
 
 /// Events handled per lock of the pipeline, so report readers get a turn.
 const BATCH: usize = 1024;
-
-/// How long the thread sleeps when there is nothing to analyse.
-const IDLE_POLL: Duration = Duration::from_millis(1);
 
 /// A running analysis thread.
 pub struct Analysis {
@@ -79,12 +75,13 @@ pub(crate) fn lower_priority() {
 
 fn run(rx: TapReceiver, pipeline: &Mutex<Pipeline>, stop: &AtomicBool, clock: Clock) {
     let mut last_expire = clock.now();
+    // Poll, never block (see `IdleWait`): waiting up to 16 ms for the next events
+    // costs the analysis nothing that matters.
+    let mut idle = IdleWait::new();
     loop {
-        // Poll, never block: a receiver blocked in recv must be woken by every send,
-        // which would put a futex call and a context switch on the forwarding path.
-        // Sleeping a millisecond when idle costs the analysis nothing that matters.
         let mut batch = rx.try_iter().take(BATCH).peekable();
         if batch.peek().is_some() {
+            idle.busy();
             let mut p = pipeline.lock().unwrap_or_else(|e| e.into_inner());
             batch.for_each(|ev| p.feed(ev));
         } else {
@@ -99,9 +96,12 @@ fn run(rx: TapReceiver, pipeline: &Mutex<Pipeline>, stop: &AtomicBool, clock: Cl
                     if e == TryRecvError::Disconnected || stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    std::thread::sleep(IDLE_POLL);
+                    idle.sleep();
                 }
-                Ok(ev) => pipeline.lock().unwrap_or_else(|e| e.into_inner()).feed(ev),
+                Ok(ev) => {
+                    idle.busy();
+                    pipeline.lock().unwrap_or_else(|e| e.into_inner()).feed(ev)
+                }
             }
         }
         let now = clock.now();

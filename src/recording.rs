@@ -6,15 +6,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use mongotap_events::Clock;
 use mongotap_trace::{TraceStats, TraceWriter};
 
-use crate::proxy::tap::TapReceiver;
-
-/// How long the thread sleeps when there is nothing to write.
-const IDLE_POLL: Duration = Duration::from_millis(5);
+use crate::proxy::tap::{IdleWait, TapReceiver};
 
 /// A running trace thread.
 pub struct Recording {
@@ -85,6 +81,7 @@ fn run(rx: TapReceiver, mut w: TraceWriter, stop: &AtomicBool, stats: &Mutex<Tra
             failing = Some(w.stats().bytes);
         }
     };
+    let mut idle = IdleWait::new();
     loop {
         let mut any = false;
         for ev in rx.try_iter().take(4096) {
@@ -100,7 +97,9 @@ fn run(rx: TapReceiver, mut w: TraceWriter, stop: &AtomicBool, stats: &Mutex<Tra
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            std::thread::sleep(IDLE_POLL);
+            idle.sleep();
+        } else {
+            idle.busy();
         }
         let r = w.tick();
         report(r, &w);
