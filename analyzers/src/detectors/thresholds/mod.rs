@@ -33,6 +33,8 @@ pub struct Thresholds {
     pub n_plus_one_min_explained: f64,
     /// N+1: child queries per reference in the parent, at most.
     pub n_plus_one_max_per_reference: f64,
+    /// N+1: share of the parent shape's examined reads that showed the pattern, at least.
+    pub n_plus_one_min_recurrence: f64,
     /// N+1: a parent stays open while its children come at most this far apart, in ms.
     pub n_plus_one_link_gap_ms: u64,
     /// N+1: a typical N at or above this is high severity.
@@ -201,6 +203,7 @@ impl Default for Thresholds {
             n_plus_one_min_coverage: 0.5,
             n_plus_one_min_explained: 0.8,
             n_plus_one_max_per_reference: 2.0,
+            n_plus_one_min_recurrence: 0.1,
             n_plus_one_link_gap_ms: 1000,
             n_plus_one_high_children: 10,
             n_plus_one_high_cost_ms: 50.0,
@@ -294,6 +297,7 @@ impl Thresholds {
         };
         share("n_plus_one_min_coverage", self.n_plus_one_min_coverage)?;
         share("n_plus_one_min_explained", self.n_plus_one_min_explained)?;
+        share("n_plus_one_min_recurrence", self.n_plus_one_min_recurrence)?;
         share("lookup_min_share", self.lookup_min_share)?;
         share("lookup_high_share", self.lookup_high_share)?;
         share("lookup_high_time_share", self.lookup_high_time_share)?;

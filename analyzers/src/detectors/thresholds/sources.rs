@@ -46,6 +46,11 @@ pub const DOCS: &[ThresholdDoc] = &[
         source: "ours: an N+1 sends one query per reference (fewer with an ODM's identity map); far more means another loop asks for values that merely coincide",
     },
     ThresholdDoc {
+        key: "n_plus_one_min_recurrence",
+        meaning: "share of the parent shape's examined reads that showed the pattern, at least",
+        source: "ours: a loop that loads children one at a time does so on every render of its page, while concurrent reads of the same ids line up with a page only now and then (one page read in 53, in the N11 scenario)",
+    },
+    ThresholdDoc {
         key: "n_plus_one_link_gap_ms",
         meaning: "a parent read stays open while its children come at most this far apart",
         source: "perf-sentinel groups an N+1 within 500 ms; doubled and sliding, for staging clients that are scripts",

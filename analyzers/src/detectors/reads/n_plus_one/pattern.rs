@@ -109,6 +109,12 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
     for ((_, _, child, path, field), Group { mut parents, pattern: p, parent_reads, examined }) in groups {
         parents.sort_by(|a, b| b.cmp(a));
         let k = PatternKey { parent: parents[0].1, child, path, field };
+        // A loop that loads children one at a time does so on every render of its
+        // page; reads of the same ids from the client's other threads line up with a
+        // page only now and then.
+        if (p.occurrences as f64) < t.n_plus_one_min_recurrence * examined as f64 {
+            continue;
+        }
         let (Some(parent), Some(child)) = (ctx.row(k.parent), ctx.row(k.child)) else { continue };
         let mut shapes: Vec<ShapeId> = parents.iter().map(|(_, id)| *id).collect();
         shapes.push(k.child);
@@ -224,6 +230,7 @@ pub(super) fn findings(d: &NPlusOne, ctx: &Context<'_>) -> Vec<Finding> {
                 "n_plus_one_min_children": t.n_plus_one_min_children,
                 "n_plus_one_min_coverage": t.n_plus_one_min_coverage,
                 "n_plus_one_min_explained": t.n_plus_one_min_explained,
+                "n_plus_one_min_recurrence": t.n_plus_one_min_recurrence,
                 "n_plus_one_max_per_reference": t.n_plus_one_max_per_reference,
             },
         });
