@@ -245,6 +245,47 @@ fn a_concurrent_profile_read_does_not_take_the_pages_author_read() {
 }
 
 #[test]
+fn a_burst_of_concurrent_profile_reads_does_not_end_the_page_waiting_for_its_authors() {
+    // One client: a page (posts, then their authors by $in) while three other
+    // threads read profiles as fast as they can. Between the posts and their
+    // authors come more profile reads than a client may keep units open: each is a
+    // one-request operation of its own, and it is one of those that ends, not the
+    // page. Without that, every page here loses its author read to the bound.
+    let script = || {
+        let mut s = Script::new();
+        let c = s.connect("10.0.0.1:5000", "blog", "PyMongo 4.20.1");
+        let mut profile = 100i64;
+        let mut profiles = |s: &mut Script, n: usize| {
+            for _ in 0..n {
+                profile += 1;
+                let user = customer(profile % 200 + 20);
+                s.find_one(c, "blog.customers", doc! {"_id": user.get_object_id("_id").unwrap()}, Some(user));
+            }
+        };
+        for page in 0..12i64 {
+            profiles(&mut s, 3);
+            let posts: Vec<Document> = (0..3).map(|i| order(page * 10 + i, page % 4 + 1)).collect();
+            s.find(c, "blog.orders", doc! {"status": "open"}, posts);
+            profiles(&mut s, 20);
+            let author = customer(page % 4 + 1);
+            let ids = vec![author.get_object_id("_id").unwrap()];
+            s.find(c, "blog.customers", doc! {"_id": {"$in": ids}}, vec![author]);
+            s.wait_ms(300);
+        }
+        s
+    };
+    let ops = operations(script());
+    let pages: u64 = ops
+        .iter()
+        .filter(|(st, _)| st.ends_with(&steps(&["orders find", "customers find"])))
+        .map(|o| o.1)
+        .sum();
+    assert_eq!(pages, 12, "every page keeps its authors: {ops:?}");
+    let links = links(script());
+    assert!(!links.is_empty() && links.iter().all(|l| l.1 == "customerId"), "{links:?}");
+}
+
+#[test]
 fn open_units_are_bounded_across_clients_and_the_least_recent_ends_first() {
     // More clients than units may be open at once, each in the middle of a
     // transaction (which stays open for a minute): the least recently active end

@@ -595,8 +595,17 @@ impl Units {
             Some(i) => i,
             None => {
                 if open.len() >= self.max_open {
-                    // The least recently active goes: it ends now.
-                    let oldest = (0..open.len()).min_by_key(|i| open[*i].last).unwrap_or(0);
+                    // One ends now: first the least recent lone request of the shape
+                    // starting now (a one-request operation that a pool of threads
+                    // repeats, like a profile read), then the least recently active.
+                    // A burst of those must not end a page waiting for its next step.
+                    let lone = |u: &Unit| u.steps.len() == 1 && u.steps[0].shape == shape;
+                    let least_recent = |lone_only: bool| {
+                        (0..open.len())
+                            .filter(|i| !lone_only || lone(&open[*i]))
+                            .min_by_key(|i| open[*i].last)
+                    };
+                    let oldest = least_recent(true).or_else(|| least_recent(false)).unwrap_or(0);
                     done.push(open.remove(oldest));
                     self.open_units -= 1;
                 }
