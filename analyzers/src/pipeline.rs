@@ -9,6 +9,7 @@ use crate::finding::Finding;
 use crate::namespace::Epochs;
 use crate::operation::Operation;
 use crate::schema::Schemas;
+use crate::shape::memo::Memo;
 use crate::sharding::ShardKeys;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
@@ -47,6 +48,8 @@ struct Analyzers {
     shard_keys: ShardKeys,
     /// The application's operations and relationships.
     workload: Workload,
+    /// The shapes of the calls seen before.
+    shapes: Memo,
 }
 
 /// What the correlator's side hands the analyzers, in the order it happened.
@@ -117,7 +120,7 @@ impl Analyzers {
     fn on_operation(&mut self, op: &Operation, schemas: Option<&mut Schemas>) {
         self.operations += 1;
         // Decoded once; the table fills in the shape ids the detectors read.
-        let mut view = OpView::new(op);
+        let mut view = OpView::remembered(op, &mut self.shapes);
         view.epoch = self.epochs.of(&op.namespace);
         self.table.record(&mut view);
         if let Some(schemas) = schemas {
@@ -237,6 +240,7 @@ impl Pipeline {
                 shard_keys: ShardKeys::default(),
                 workload: Workload::new(detectors.thresholds()),
                 detectors,
+                shapes: Memo::default(),
             },
         }
     }

@@ -14,6 +14,7 @@ use smallvec::SmallVec;
 use crate::namespace::Change;
 use crate::operation::Operation;
 use crate::shape::command::{Category, StatementShape};
+use crate::shape::memo::Memo;
 use crate::statements::{self, Outcome, Update};
 
 /// A shape's stable id: the FNV-1a fingerprint of namespace, command and shape that
@@ -22,6 +23,9 @@ pub type ShapeId = u64;
 
 /// A filter's equalities as (field, value): a few, kept inline.
 type Equalities<'o> = SmallVec<[(&'o [u8], Element<'o>); 4]>;
+
+/// What writes a command's statement shapes.
+type Shaper<'s> = dyn FnMut(&Command<'_>) -> Vec<StatementShape> + 's;
 
 /// One operation, decoded once for the table and every detector.
 pub struct OpView<'o> {
@@ -71,21 +75,35 @@ fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
 impl<'o> OpView<'o> {
     /// Decodes `op` once, its statement shapes with it.
     pub fn new(op: &'o Operation) -> OpView<'o> {
-        OpView::decode(op, true)
+        OpView::decode(op, Some(&mut shapes))
+    }
+
+    /// As [`OpView::new`], with the shapes of calls seen before taken from `memo`.
+    pub fn remembered(op: &'o Operation, memo: &mut Memo) -> OpView<'o> {
+        OpView::decode(
+            op,
+            Some(&mut |c: &Command<'_>| match c.name {
+                "getMore" => Vec::new(),
+                _ => memo.shapes(c),
+            }),
+        )
     }
 
     /// Decodes `op` without finding its statement shapes, for what reads its
     /// documents only (the schemas, on the correlator's thread of a split pipeline:
     /// see [`crate::pipeline::Pipeline::split`]).
     pub fn unshaped(op: &'o Operation) -> OpView<'o> {
-        OpView::decode(op, false)
+        OpView::decode(op, None)
     }
 
-    fn decode(op: &'o Operation, shaped: bool) -> OpView<'o> {
+    fn decode(op: &'o Operation, shaper: Option<&mut Shaper<'_>>) -> OpView<'o> {
         let command = if op.sensitive { None } else { op.command_view() };
         let reply = if op.sensitive { None } else { op.reply_view() };
         let category = command.as_ref().map_or(Category::Command, crate::shape::command::category);
-        let statements = command.as_ref().filter(|_| shaped).map(shapes).unwrap_or_default();
+        let statements = match (&command, shaper) {
+            (Some(c), Some(shaper)) => shaper(c),
+            _ => Vec::new(),
+        };
         let batch = reply.as_ref().and_then(|r| op.batch(r));
         let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));
         let outcome = match (&command, &reply) {

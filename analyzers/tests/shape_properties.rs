@@ -1,6 +1,7 @@
 //! Properties of query shapes over random commands: the text is canonical compact
 //! JSON (so a shape id is a function of the shape), no shape of any command carries
-//! a literal value, and the order of sibling predicates does not split shapes.
+//! a literal value, the order of sibling predicates does not split shapes, and a
+//! shape remembered by its skeleton is the shape the shaper writes.
 //!
 //! Each rewrite of the shape code was checked with this generator against the code
 //! it replaced, 20,000 random commands each time (same text, same statement counts):
@@ -8,6 +9,7 @@
 //! `mongotap_wire::element`'s header walk.
 use bson::{doc, Bson, Document as BDoc, RawDocumentBuf};
 use mongotap_analyzers::shape::command::shapes;
+use mongotap_analyzers::shape::memo::Memo;
 use mongotap_analyzers::shape::{filter, ShapeJson};
 use mongotap_wire::{Command, Document, Frame, Message, OpMsg};
 use proptest::prelude::*;
@@ -241,5 +243,68 @@ proptest! {
         let reversed: BDoc = pairs.into_iter().collect();
         let raw = RawDocumentBuf::try_from(&reversed).unwrap();
         prop_assert_eq!(ShapeJson::build(|o| filter(o, &raw)), shape);
+    }
+
+    #[test]
+    fn a_remembered_find_shape_is_the_shape_of_the_find(f in document(), seed in any::<u64>(), p in document(), sort in document()) {
+        // The same find with one value changed (four times, a different leaf each
+        // time, for one of the same type or not), and the random finds before it,
+        // through one memo: a skeleton that passed over a difference the shape keeps
+        // would return the earlier shape.
+        let f = Bson::Document(f);
+        let others = [0u64, 1, 2, 3].map(|i| {
+            let pick = seed.rotate_left(16 * i as u32);
+            revalue(&f, (pick % 7) as usize, pick >> 8, &mut 0)
+        });
+        let mut memo = MEMO.lock().unwrap();
+        for filter in std::iter::once(f.clone()).chain(others) {
+            for skip in [Bson::Int32(0), Bson::Int32(20)] {
+                let body = doc! {"find": "c", "filter": filter.clone(), "projection": p.clone(), "sort": sort.clone(), "skip": skip, "limit": 1, "singleBatch": seed % 2 == 0, "$db": "t"};
+                let m = command_view(&body);
+                let c = Command::from_message(&m).unwrap();
+                let (a, b) = (memo.shapes(&c), shapes(&c));
+                prop_assert_eq!(a, b, "{}", body);
+            }
+        }
+    }
+}
+
+/// One memo for every case: skeletons of earlier cases stay to be mistaken.
+static MEMO: std::sync::LazyLock<std::sync::Mutex<Memo>> = std::sync::LazyLock::new(Default::default);
+
+/// `v` with its leaf number `at` (counting from `n`) replaced by another value,
+/// picked by `pick`: what a shape may keep of a value (a boolean, a regex's flags,
+/// zero) or a value of another type.
+fn revalue(v: &Bson, at: usize, pick: u64, n: &mut usize) -> Bson {
+    match v {
+        Bson::Document(d) => {
+            Bson::Document(d.iter().map(|(k, x)| (k.clone(), revalue(x, at, pick, n))).collect())
+        }
+        Bson::Array(a) => Bson::Array(a.iter().map(|x| revalue(x, at, pick, n)).collect()),
+        leaf => {
+            *n += 1;
+            if *n - 1 != at {
+                return leaf.clone();
+            }
+            match (pick % 8, leaf) {
+                (0..=3, Bson::Boolean(b)) => Bson::Boolean(!b),
+                (0..=3, Bson::RegularExpression(r)) => Bson::RegularExpression(bson::Regex {
+                    pattern: r.pattern.clone(),
+                    options: if r.options.as_str().is_empty() { "i" } else { "" }
+                        .to_string()
+                        .try_into()
+                        .unwrap(),
+                }),
+                (0..=3, Bson::Int32(n)) => Bson::Int32(if *n == 0 { 3 } else { 0 }),
+                (0, _) => Bson::Int32(7),
+                (1, _) => Bson::Int64(8),
+                (2, _) => Bson::String("z".into()),
+                (3, _) => Bson::Boolean(false),
+                (4, _) => Bson::Null,
+                (5, _) => Bson::MaxKey,
+                (6, _) => Bson::Int32(0),
+                _ => Bson::Double(2.5),
+            }
+        }
     }
 }

@@ -19,6 +19,7 @@ use mongotap_wire::element::{self, Element};
 
 pub mod command;
 pub mod json;
+pub mod memo;
 pub mod operators;
 
 pub use json::*;

@@ -36,7 +36,9 @@ pub struct Workload {
     operations: Operations,
     relationships: Relationships,
     t: Thresholds,
-    done: Vec<Unit>,
+    /// Boxed, as the open ones are (see [`units`]).
+    #[allow(clippy::vec_box)]
+    done: Vec<Box<Unit>>,
 }
 
 impl Workload {
