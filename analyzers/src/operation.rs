@@ -57,9 +57,9 @@ pub struct Operation {
     /// The connection it ran on.
     pub conn: Arc<ConnInfo>,
     /// The command name (`find`, `insert`, `getMore`, `hello`, ...).
-    pub command: String,
+    pub command: Arc<str>,
     /// `db.collection`, or the database for database-level commands.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// The request. `None` when it is sensitive (auth): its contents are never kept.
     pub request: Option<Message>,
     /// The reply. `None` for `moreToCome` requests and sensitive commands.

@@ -6,6 +6,7 @@
 //! with the number of operations.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -217,7 +218,7 @@ impl Latencies {
 struct CursorOrigin {
     key: u64,
     shape: ShapeJson,
-    command: String,
+    command: Arc<str>,
     last_used: Micros,
 }
 
@@ -245,7 +246,7 @@ pub struct AccessTable {
     rows: HashMap<u64, Row>,
     /// The "other shapes" row, once the cap is reached.
     other: Option<Row>,
-    cursors: HashMap<(String, i64), CursorOrigin>,
+    cursors: HashMap<(Arc<str>, i64), CursorOrigin>,
     limits: TableLimits,
     operations: u64,
     other_shapes: u64,
@@ -407,7 +408,7 @@ impl AccessTable {
                 RawBsonRef::Int32(i) => i.into(),
                 _ => continue,
             };
-            if self.cursors.remove(&(namespace.to_owned(), id)).is_some() {
+            if self.cursors.remove(&(Arc::from(namespace), id)).is_some() {
                 self.cursor_stats.killed += 1;
             }
         }
@@ -460,7 +461,7 @@ impl AccessTable {
             // once per row, while the per-operation lookup uses a faster hash.
             let id = Fingerprint::new().part(namespace).part(&op.command).shape(shape).finish();
             let mut r =
-                Row::new(namespace.to_owned(), op.command.clone(), category, shape.to_value(), id, at);
+                Row::new(namespace.to_owned(), op.command.to_string(), category, shape.to_value(), id, at);
             r.cursor_of = cursor_of;
             (self.rows.entry(key).or_insert(r), Some(key))
         } else {

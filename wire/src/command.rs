@@ -78,8 +78,9 @@ impl<'m> Command<'m> {
         element::elements(self.body).next()?.as_str()
     }
 
-    /// `database.collection`, or just the database for database-level commands.
-    pub fn namespace(&self) -> String {
+    /// The bytes of the database and of the collection (see [`Self::namespace`]), for
+    /// who compares them with a namespace at hand rather than build a new one.
+    pub fn namespace_bytes(&self) -> (&'m [u8], Option<&'m [u8]>) {
         let db = match self.legacy_database {
             Some(d) => d.as_bytes(),
             None => element::find(self.body, "$db").and_then(|e| e.string_bytes()).unwrap_or_default(),
@@ -88,6 +89,12 @@ impl<'m> Command<'m> {
             "getMore" => self.body.get_str("collection").ok().map(str::as_bytes),
             _ => element::elements(self.body).next().and_then(|e| e.string_bytes()),
         };
+        (db, collection)
+    }
+
+    /// `database.collection`, or just the database for database-level commands.
+    pub fn namespace(&self) -> String {
+        let (db, collection) = self.namespace_bytes();
         // Built as bytes and checked for UTF-8 once: this runs for every request
         // (and `format!` costs more still).
         let mut ns = Vec::with_capacity(db.len() + 1 + collection.map_or(0, <[u8]>::len));

@@ -468,7 +468,7 @@ impl Schemas {
             self.lifecycle(change);
         }
         let (Some(cmd), false) = (&v.command, v.op.failed()) else { return };
-        let ns = v.op.namespace.as_str();
+        let ns = &*v.op.namespace;
         match v.category {
             Category::Write => {
                 let inserts = v.inserts();

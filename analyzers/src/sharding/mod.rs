@@ -186,7 +186,7 @@ impl ShardKeys {
         if inserts.is_empty() {
             return;
         }
-        let ns = v.op.namespace.as_str();
+        let ns = &*v.op.namespace;
         for (other, d) in inserts.iter().copied() {
             let ns = other.unwrap_or(ns);
             if !self.collections.contains_key(ns) {

@@ -151,7 +151,7 @@ impl IndexAdvisor {
         if !reply.ok() {
             return;
         }
-        let ns = v.op.namespace.as_str();
+        let ns = &*v.op.namespace;
         let at = v.op.started_at;
         match cmd.name {
             "createIndexes" => {
@@ -339,7 +339,7 @@ impl IndexAdvisor {
         }
         let Some(cmd) = &v.command else { return };
         let creates = cmd.name == "insert" || v.outcome.as_ref().is_some_and(|o| !o.upserted.is_empty());
-        let ns = v.op.namespace.as_str();
+        let ns = &*v.op.namespace;
         let db = ns.split_once('.').map_or(ns, |(d, _)| d);
         if creates && (self.dropped.contains(ns) || self.dropped.contains(db)) {
             self.dropped.remove(ns);

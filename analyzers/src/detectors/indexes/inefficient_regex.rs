@@ -232,13 +232,13 @@ impl Detector for InefficientRegex {
                 continue;
             }
             let Some(field) = self.paths.id(At { path: field, array: None }) else { continue };
-            let key = (op.namespace.clone(), field);
+            let key = (op.namespace.to_string(), field);
             if !self.stats.contains_key(&key) && self.stats.len() >= self.max_fields {
                 self.refused += 1;
                 continue;
             }
             let s = self.stats.entry(key).or_insert_with(|| Stat {
-                namespace: op.namespace.clone(),
+                namespace: op.namespace.to_string(),
                 field,
                 ..Stat::default()
             });

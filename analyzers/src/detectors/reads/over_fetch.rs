@@ -89,7 +89,7 @@ impl Detector for OverFetch {
                 // getMore's shape is its find's, which is all that is known of it.)
                 let projected = cmd.name == "find" && element::find(cmd.body, "projection").is_some();
                 self.stats.entry(shape).or_insert_with(|| Stat {
-                    namespace: op.namespace.clone(),
+                    namespace: op.namespace.to_string(),
                     projected,
                     ..Stat::default()
                 })

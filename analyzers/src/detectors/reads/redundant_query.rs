@@ -237,7 +237,7 @@ impl Detector for RedundantQuery {
         }
         let mut written_at = self.writes.get(&namespace_hash(&op.namespace)).copied();
         if !self.dropped_databases.is_empty() {
-            let db = op.namespace.split_once('.').map_or(op.namespace.as_str(), |(d, _)| d);
+            let db = op.namespace.split_once('.').map_or(&*op.namespace, |(d, _)| d);
             written_at = written_at.max(self.dropped_databases.get(&namespace_hash(db)).copied());
         }
         let k = self.t.redundant_window.max(2) as usize;

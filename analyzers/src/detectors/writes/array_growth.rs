@@ -325,7 +325,7 @@ impl Detector for ArrayGrowth {
         }
         let Some(cmd) = &v.command else { return };
         let returned = v.batch.is_some() || cmd.name.eq_ignore_ascii_case("findAndModify");
-        if returned && self.watched.contains(&op.namespace) {
+        if returned && self.watched.contains(&*op.namespace) {
             if let Some(batch) = v.batch {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {
                     self.measure(&op.namespace, v.epoch, d);

@@ -121,12 +121,12 @@ impl Detector for Bucket {
             return;
         }
         let Self { keyed, names, streams, max_streams, refused, .. } = self;
-        if !streams.contains_key(&op.namespace) && streams.len() >= *max_streams {
+        if !streams.contains_key(&*op.namespace) && streams.len() >= *max_streams {
             *refused += 1;
             return;
         }
-        let stream = streams.entry(op.namespace.clone()).or_insert_with(|| Stream {
-            namespace: op.namespace.clone(),
+        let stream = streams.entry(op.namespace.to_string()).or_insert_with(|| Stream {
+            namespace: op.namespace.to_string(),
             first_at: op.started_at,
             ..Stream::default()
         });

@@ -312,8 +312,8 @@ impl Detector for Rewrite {
         let Some(cmd) = &v.command else { return };
         let now = op.started_at;
         // Replies in collections that see rewrites teach copies.
-        if self.watched.contains(&op.namespace) {
-            let ns = (op.namespace.as_str(), v.epoch);
+        if self.watched.contains(&*op.namespace) {
+            let ns = (&*op.namespace, v.epoch);
             let projected = element::find(cmd.body, "projection").is_some();
             if let (false, Some(batch)) = (projected, v.batch) {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {

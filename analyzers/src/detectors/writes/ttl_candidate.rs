@@ -125,7 +125,7 @@ impl Detector for TtlCandidate {
             return;
         }
         let s = self.stats.entry(shape).or_insert_with(|| Stat {
-            namespace: op.namespace.clone(),
+            namespace: op.namespace.to_string(),
             field,
             others,
             moving: true,
