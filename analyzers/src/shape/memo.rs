@@ -25,9 +25,23 @@ use crate::values::{Keyed, KeyedHasher};
 /// have cost anyway).
 const MAX_SKELETONS: usize = 4_096;
 
-/// The find fields that make its shape (see [`command::shapes`]).
-const FIND_PARTS: [&str; 10] =
-    ["filter", "projection", "let", "sort", "collation", "hint", "skip", "limit", "min", "max"];
+/// Which of the find fields that make its shape `key` is (see [`command::shapes`]):
+/// filter, projection, let, sort, collation, hint, skip, limit, min, max.
+fn find_part(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"filter" => 0,
+        b"projection" => 1,
+        b"let" => 2,
+        b"sort" => 3,
+        b"collation" => 4,
+        b"hint" => 5,
+        b"skip" => 6,
+        b"limit" => 7,
+        b"min" => 8,
+        b"max" => 9,
+        _ => return None,
+    })
+}
 
 /// Comparison operators whose argument's shape is its type's placeholder (a
 /// document, an array or a regex argument is hashed whole).
@@ -74,7 +88,7 @@ impl Memo {
                 h.write_u8(e.value.first().copied().unwrap_or(2));
                 continue;
             }
-            let Some(part) = FIND_PARTS.iter().position(|p| element::same(p.as_bytes(), e.key)) else {
+            let Some(part) = find_part(e.key) else {
                 continue; // lsid, $db, batchSize...: not in the shape
             };
             key(&mut h, &e);
@@ -99,17 +113,16 @@ impl Memo {
     }
 }
 
-/// An element's type and key.
+/// An element's type and key (the type and the key's length in one word: each
+/// word hashed is a multiplication).
 fn key(h: &mut KeyedHasher, e: &Element<'_>) {
-    h.write_u8(e.kind);
-    h.write_usize(e.key.len());
+    h.write_u64(u64::from(e.kind) | (e.key.len() as u64) << 8);
     h.write(e.key);
 }
 
 /// A value hashed as it is.
 fn whole(h: &mut KeyedHasher, e: &Element<'_>) {
-    h.write_u8(b'w');
-    h.write_usize(e.value.len());
+    h.write_u64(u64::from(b'w') | (e.value.len() as u64) << 8);
     h.write(e.value);
 }
 
