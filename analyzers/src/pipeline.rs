@@ -15,6 +15,7 @@ use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
 use crate::workload::Workload;
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
 
 /// Events in, operations out to the analyzers.
 pub struct Pipeline {
@@ -154,19 +155,20 @@ impl Feed for Pipeline {
     }
 }
 
-/// The correlator's side of a pipeline split over two threads (see
-/// [`Pipeline::split`]): it reads, decodes, decompresses and pairs, walks the
-/// documents for the schemas, and hands the operations over in batches. The
-/// batches come back once analysed, to be freed on the thread that allocated them
-/// (a free from another thread costs the allocator several times more).
+/// The correlator's side of a pipeline split over threads (see [`Pipeline::split`]):
+/// it reads, decodes, decompresses and pairs, and hands the operations over in
+/// batches, each to the analyzers and to the schemas' walk of the documents. The
+/// batches come back once both are done with them, to be freed on the thread that
+/// allocated them (a free from another thread costs the allocator several times
+/// more).
 pub struct Front<'p> {
     correlator: &'p mut Correlator,
     seen: &'p mut Seen,
-    schemas: &'p mut Schemas,
     batch: Vec<Step>,
-    to_analyzers: SyncSender<Vec<Step>>,
-    analysed: Receiver<Vec<Step>>,
-    /// The analyzers' side is gone (it panicked): nothing more is worth decoding.
+    to_analyzers: SyncSender<Arc<Vec<Step>>>,
+    to_schemas: SyncSender<Arc<Vec<Step>>>,
+    analysed: Receiver<Arc<Vec<Step>>>,
+    /// A side is gone (it panicked): nothing more is worth decoding.
     stopped: bool,
 }
 
@@ -178,16 +180,23 @@ impl Front<'_> {
     }
 
     fn flush(&mut self) {
-        let mut next = match self.analysed.try_recv() {
-            Ok(mut done) => {
-                done.clear();
-                done
+        // A batch back from both sides is reused; one back from the first is only
+        // let go of here (the second's copy frees it when it comes back).
+        let mut next = loop {
+            match self.analysed.try_recv().map(Arc::try_unwrap) {
+                Ok(Ok(mut done)) => {
+                    done.clear();
+                    break done;
+                }
+                Ok(Err(_)) => continue,
+                Err(_) => break Vec::with_capacity(BATCH),
             }
-            Err(_) => Vec::with_capacity(BATCH),
         };
         std::mem::swap(&mut self.batch, &mut next);
-        // The analyzers' side ends only by a panic, which the scope passes on once
-        // this side returns: it stops decoding now.
+        let next = Arc::new(next);
+        // The other sides end only by a panic, which the scope passes on once this
+        // side returns: it stops decoding now.
+        self.stopped |= self.to_schemas.send(next.clone()).is_err();
         self.stopped |= self.to_analyzers.send(next).is_err();
     }
 }
@@ -198,15 +207,7 @@ impl Feed for Front<'_> {
             return;
         }
         let (seen, correlator, batch) = (&mut *self.seen, &mut *self.correlator, &mut self.batch);
-        let schemas = &mut *self.schemas;
-        seen.feed(correlator, ev, &mut |step| {
-            if let Step::Operation(op) = &step {
-                // The documents are walked here, the shapes found there: the two
-                // threads' shares of the work come out about even.
-                schemas.observe(&OpView::unshaped(op));
-            }
-            batch.push(step)
-        });
+        seen.feed(correlator, ev, &mut |step| batch.push(step));
         self.flush_when_full();
     }
 
@@ -252,23 +253,37 @@ impl Pipeline {
     }
 
     /// Runs `produce` on a thread of its own, feeding this pipeline's correlator
-    /// there (the reading, decoding, decompressing and pairing, and the schemas'
-    /// walks of the documents), while this thread runs the other analyzers on the
-    /// operations it completes, in the order it completes them: the same state as
-    /// feeding the pipeline itself, on two cores.
+    /// there (the reading, decoding, decompressing and pairing), while a second
+    /// thread walks the documents for the schemas and this one runs the other
+    /// analyzers, each on the operations in the order they complete: the same state
+    /// as feeding the pipeline itself. Three threads: on two cores, the reading and
+    /// the schemas' walk share one (measured on a 1 GB capture: the reading 0.23 s,
+    /// the walk 0.5 s, the analyzers 0.45 s).
     pub fn split<R: Send>(&mut self, produce: impl FnOnce(&mut Front<'_>) -> R + Send) -> R {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Step>>(BATCHES);
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Step>>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<Vec<Step>>>(BATCHES);
+        let (schemas_tx, schemas_rx) = std::sync::mpsc::sync_channel::<Arc<Vec<Step>>>(BATCHES);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Arc<Vec<Step>>>();
         let Pipeline { correlator, seen, schemas, analyzers } = self;
         std::thread::scope(|scope| {
+            let walked = done_tx.clone();
+            let walk = scope.spawn(move || {
+                for batch in schemas_rx {
+                    for step in batch.iter() {
+                        if let Step::Operation(op) = step {
+                            schemas.observe(&OpView::unshaped(op));
+                        }
+                    }
+                    let _ = walked.send(batch);
+                }
+            });
             let front = scope.spawn(move || {
                 let batch = Vec::with_capacity(BATCH);
                 let mut front = Front {
                     correlator,
                     seen,
-                    schemas,
                     batch,
                     to_analyzers: tx,
+                    to_schemas: schemas_tx,
                     analysed: done_rx,
                     stopped: false,
                 };
@@ -281,6 +296,7 @@ impl Pipeline {
                 // Back to be freed there; once the front is done, freed here.
                 let _ = done_tx.send(batch);
             }
+            walk.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             front.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
     }
