@@ -445,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pipeline_split_over_two_threads_reports_what_it_reports_on_one() {
+    fn a_split_pipeline_reports_what_it_reports_on_one_thread() {
         let events = conversation().events().to_vec();
         let mut one = Pipeline::default();
         feed_all(&events, &mut one);
