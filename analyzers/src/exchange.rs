@@ -16,6 +16,7 @@ use mongotap_wire::{Command, CommandReply, Frame, Message, MsgFlags, Op, OpCode,
 
 use crate::event::{ConnId, Direction, Micros, TapEvent};
 use crate::operation::{ConnInfo, Operation};
+use crate::values::Keyed;
 
 /// Bounds on the correlator's memory.
 #[derive(Debug, Clone, Copy)]
@@ -126,8 +127,9 @@ impl ConnState {
 /// both, and two new strings for each were 4% of the analysis.
 #[derive(Default)]
 struct Names {
-    /// By the command name's bytes, a 0, then the database's and collection's.
-    shared: HashMap<Vec<u8>, (Arc<str>, Arc<str>)>,
+    /// By the command name's bytes, a 0, then the database's and collection's
+    /// (keyed: the client chooses these bytes).
+    shared: std::collections::HashMap<Vec<u8>, (Arc<str>, Arc<str>), Keyed>,
     key: Vec<u8>,
 }
 
@@ -151,6 +153,12 @@ impl Names {
             return names.clone();
         }
         let names: (Arc<str>, Arc<str>) = (Arc::from(c.name), Arc::from(c.namespace()));
+        // Bytes that are not UTF-8 make a namespace of what is (see
+        // `Command::namespace`), which another key may make too: never shared.
+        let utf8 = |b: &[u8]| std::str::from_utf8(b).is_ok();
+        if !utf8(db) || !collection.is_none_or(utf8) {
+            return names;
+        }
         if self.shared.len() >= MAX_NAMES {
             self.shared.clear();
         }
@@ -598,6 +606,42 @@ mod tests {
             ]
         );
         assert!(Arc::ptr_eq(&ops[0].namespace, &ops[1].namespace), "the repeat shares the name");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_never_shared() {
+        // `{find: 1, $db: "a.\xff"}` and `{find: "\xff", $db: "a"}`: the same bytes
+        // in a row, two namespaces (what is UTF-8 of each: "" and "a").
+        fn raw(elements: &[(u8, &str, &[u8])]) -> Document {
+            let mut body = Vec::new();
+            for (kind, key, value) in elements {
+                body.push(*kind);
+                body.extend_from_slice(key.as_bytes());
+                body.push(0);
+                body.extend_from_slice(value);
+            }
+            let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
+            d.extend(body);
+            d.push(0);
+            Document::from_bytes(bytes::Bytes::from(d)).unwrap()
+        }
+        let string = |b: &[u8]| [&((b.len() + 1) as i32).to_le_bytes()[..], b, &[0]].concat();
+        let mut c = Correlator::default();
+        opened(&mut c);
+        let mut namespaces = Vec::new();
+        for (i, body) in [
+            raw(&[(0x10, "find", &1i32.to_le_bytes()), (0x02, "$db", &string(b"a.\xff"))]),
+            raw(&[(0x02, "find", &string(b"\xff")), (0x02, "$db", &string(b"a"))]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = i as i32 * 2 + 1;
+            send(&mut c, Direction::ToServer, 0, OpMsg::new(body).encode(id, 0));
+            let ops = send(&mut c, Direction::ToClient, 1, msg(doc! {"ok": 1}, 0, id + 1, id));
+            namespaces.push(ops[0].namespace.to_string());
+        }
+        assert_eq!(namespaces, ["", "a"]);
     }
 
     #[test]

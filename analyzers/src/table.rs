@@ -402,13 +402,14 @@ impl AccessTable {
     /// `killCursors` closes the cursors it names.
     fn kill_cursors(&mut self, namespace: &str, cmd: &Command<'_>) {
         let Ok(ids) = cmd.body.get_array("cursors") else { return };
+        let namespace: Arc<str> = Arc::from(namespace);
         for id in ids.into_iter().flatten() {
             let id = match id {
                 RawBsonRef::Int64(i) => i,
                 RawBsonRef::Int32(i) => i.into(),
                 _ => continue,
             };
-            if self.cursors.remove(&(Arc::from(namespace), id)).is_some() {
+            if self.cursors.remove(&(namespace.clone(), id)).is_some() {
                 self.cursor_stats.killed += 1;
             }
         }

@@ -143,6 +143,15 @@ impl Keyed {
     }
 }
 
+/// For maps keyed by what clients send: a key chosen to collide needs the run's key.
+impl BuildHasher for Keyed {
+    type Hasher = KeyedHasher;
+
+    fn build_hasher(&self) -> KeyedHasher {
+        self.hasher()
+    }
+}
+
 /// Where a value sits in a document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct At<'p> {

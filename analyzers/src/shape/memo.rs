@@ -113,16 +113,23 @@ impl Memo {
     }
 }
 
+/// The top two bits of the words that say what follows, so that no element's
+/// header, whole value or count can be read as another (the one-byte tags are below
+/// 0x200): the hashed stream splits back into its parts one way only.
+const HEADER: u64 = 0b10 << 62;
+const WHOLE: u64 = 0b01 << 62;
+const COUNT: u64 = 0b11 << 62;
+
 /// An element's type and key (the type and the key's length in one word: each
 /// word hashed is a multiplication).
 fn key(h: &mut KeyedHasher, e: &Element<'_>) {
-    h.write_u64(u64::from(e.kind) | (e.key.len() as u64) << 8);
+    h.write_u64(HEADER | u64::from(e.kind) | (e.key.len() as u64) << 8);
     h.write(e.key);
 }
 
 /// A value hashed as it is.
 fn whole(h: &mut KeyedHasher, e: &Element<'_>) {
-    h.write_u64(u64::from(b'w') | (e.value.len() as u64) << 8);
+    h.write_u64(WHOLE | e.value.len() as u64);
     h.write(e.value);
 }
 
@@ -155,7 +162,7 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
                         whole(h, &op);
                     }
                 }
-                h.write_usize(m);
+                h.write_u64(COUNT | m as u64);
             }
             // A regular expression keeps whether it has flags.
             (0x0B, _) => whole(h, &e),
@@ -167,7 +174,7 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
             _ => h.write_u8(b't'),
         }
     }
-    h.write_usize(n);
+    h.write_u64(COUNT | n as u64);
     Some(())
 }
 

@@ -613,9 +613,10 @@ impl Units {
                 if open.len() >= self.max_open {
                     // One ends now: first the least recent lone request of the shape
                     // starting now (a one-request operation that a pool of threads
-                    // repeats, like a profile read), then the least recently active.
+                    // repeats, like a profile read; never a transaction's first
+                    // statement), then the least recently active.
                     // A burst of those must not end a page waiting for its next step.
-                    let lone = |u: &Unit| u.steps.len() == 1 && u.steps[0].shape == shape;
+                    let lone = |u: &Unit| u.txn.is_none() && u.steps.len() == 1 && u.steps[0].shape == shape;
                     let least_recent = |lone_only: bool| {
                         (0..open.len())
                             .filter(|i| !lone_only || lone(&open[*i]))
