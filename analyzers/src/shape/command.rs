@@ -289,15 +289,17 @@ fn doc(v: Option<Element<'_>>) -> Option<&RawDocument> {
 
 /// Keeps only whether `skip`/`limit` is there; 0 means none (no skip, no limit).
 fn presence(m: &mut Obj<'_>, key: &str, v: Option<Element<'_>>) {
-    if let Some(v) = v {
-        let zero = match v.kind {
-            0x10 | 0x12 => v.as_i64() == Some(0),
-            0x01 => v.value.try_into().is_ok_and(|b| f64::from_le_bytes(b) == 0.0),
-            _ => false,
-        };
-        if !zero {
-            boolean(m.key(key), true);
-        }
+    if v.is_some_and(|v| !zero(&v)) {
+        boolean(m.key(key), true);
+    }
+}
+
+/// Whether a number is zero (a `skip` or `limit` of 0 is none).
+pub(crate) fn zero(v: &Element<'_>) -> bool {
+    match v.kind {
+        0x10 | 0x12 => v.as_i64() == Some(0),
+        0x01 => v.value.try_into().is_ok_and(|b| f64::from_le_bytes(b) == 0.0),
+        _ => false,
     }
 }
 

@@ -52,9 +52,9 @@ const COMPARISONS: [&[u8]; 6] = [b"$eq", b"$ne", b"$gt", b"$gte", b"$lt", b"$lte
 pub struct Memo {
     keyed: Keyed,
     shapes: FxHashMap<u64, Vec<StatementShape>>,
-    /// Commands shaped from the memo, and shaped anew.
-    pub hits: u64,
-    pub misses: u64,
+    /// Finds shaped from the memo, and shaped anew (for the tests).
+    hits: u64,
+    misses: u64,
 }
 
 impl Memo {
@@ -98,14 +98,7 @@ impl Memo {
                     self::filter(&mut h, filter)?;
                 }
                 // skip and limit: whether they are there and not zero.
-                (6 | 7, _) => {
-                    let zero = match e.kind {
-                        0x10 | 0x12 => e.as_i64() == Some(0),
-                        0x01 => e.value.try_into().is_ok_and(|b| f64::from_le_bytes(b) == 0.0),
-                        _ => false,
-                    };
-                    h.write_u8(u8::from(zero));
-                }
+                (6 | 7, _) => h.write_u8(u8::from(command::zero(&e))),
                 _ => whole(&mut h, &e),
             }
         }
@@ -147,7 +140,7 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
             continue;
         }
         match (e.kind, e.as_document()) {
-            (0x03, Some(ops)) if operators(ops) => {
+            (0x03, Some(ops)) if super::operators(ops) => {
                 let mut m = 0usize;
                 for op in element::elements(ops) {
                     m += 1;
@@ -176,13 +169,6 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
     }
     h.write_u64(COUNT | n as u64);
     Some(())
-}
-
-/// Whether a field's document is operators, as [`super::field_predicates`] tells.
-fn operators(d: &RawDocument) -> bool {
-    element::elements(d)
-        .next()
-        .is_some_and(|e| e.key.first() == Some(&b'$') && e.key != b"$ref" && e.key != b"$id")
 }
 
 /// The set of an array's element types, one bit each; `None` for a type outside

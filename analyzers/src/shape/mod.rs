@@ -141,7 +141,7 @@ fn predicates(preds: &mut Predicates, doc: &RawDocument) {
 fn field_predicates(preds: &mut Predicates, field: &[u8], v: Element<'_>) {
     let ops = match (v.kind, v.as_document()) {
         // A DBRef (`{$ref, $id}`) is a value, not operators.
-        (_, Some(d)) if first_key(d).is_some_and(|k| k.starts_with(b"$") && k != b"$ref" && k != b"$id") => d,
+        (_, Some(d)) if operators(d) => d,
         (0x0B, _) => return preds.push(|o| single_bytes(o, field, |o| operators::regex(o, v, None))),
         _ => return preds.push(|o| single_bytes(o, field, |o| single(o, "$eq", |o| placeholder(o, v)))),
     };
@@ -178,6 +178,12 @@ fn field_predicates(preds: &mut Predicates, field: &[u8], v: Element<'_>) {
             _ => preds.push(|o| single_bytes(o, field, |o| operators::operator(o, e, ops))),
         }
     }
+}
+
+/// Whether a field's document is operators (`{$gt: 5}`), not a value: a DBRef
+/// (`{$ref, $id}`) is a value.
+pub(crate) fn operators(d: &RawDocument) -> bool {
+    first_key(d).is_some_and(|k| k.starts_with(b"$") && k != b"$ref" && k != b"$id")
 }
 
 fn is_logical(k: &[u8]) -> bool {

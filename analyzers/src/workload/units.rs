@@ -358,9 +358,6 @@ pub(crate) struct Units {
     /// Value paths and child fields, interned.
     pub paths: Paths,
     clients: FxHashMap<u64, Vec<Box<Unit>>>,
-    namespaces: FxHashMap<String, Arc<str>>,
-    /// The namespace asked for last (most requests ask the one before theirs again).
-    last_namespace: Option<Arc<str>>,
     gap_us: Micros,
     carriers: FxHashMap<ShapeId, Carrier>,
     max_clients: usize,
@@ -385,8 +382,6 @@ impl Units {
             keyed: Keyed::default(),
             paths: Paths::default(),
             clients: FxHashMap::default(),
-            namespaces: FxHashMap::default(),
-            last_namespace: None,
             gap_us: gap_ms.saturating_mul(1000),
             carriers: FxHashMap::default(),
             max_clients: max_clients as usize,
@@ -405,25 +400,6 @@ impl Units {
         if self.spare.len() < SPARE_UNITS && u.values.capacity() <= 2 * MAX_VALUES {
             self.spare.push(u);
         }
-    }
-
-    fn namespace(&mut self, ns: &str) -> Arc<str> {
-        // Consecutive requests are mostly on one namespace (one slot for every client).
-        if let Some(last) =
-            self.last_namespace.as_ref().filter(|l| element::same(l.as_bytes(), ns.as_bytes()))
-        {
-            return last.clone();
-        }
-        if let Some(a) = self.namespaces.get(ns) {
-            self.last_namespace = Some(a.clone());
-            return a.clone();
-        }
-        let a: Arc<str> = Arc::from(ns);
-        if self.namespaces.len() < 100_000 {
-            self.namespaces.insert(ns.to_owned(), a.clone());
-            self.last_namespace = Some(a.clone());
-        }
-        a
     }
 
     /// Takes one operation; `done` receives the units it ends.
@@ -508,7 +484,8 @@ impl Units {
         }
         let mut asked = std::mem::take(&mut self.asked);
         self::asked(v, &self.keyed, &mut self.paths, &mut asked);
-        let ns = self.namespace(&op.namespace);
+        // Shared with the operation (one copy per namespace: see `exchange`).
+        let ns = op.namespace.clone();
         let mut link = None;
         let write = v.category == Category::Write;
         let gap = self.gap_us;

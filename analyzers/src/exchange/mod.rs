@@ -16,7 +16,9 @@ use mongotap_wire::{Command, CommandReply, Frame, Message, MsgFlags, Op, OpCode,
 
 use crate::event::{ConnId, Direction, Micros, TapEvent};
 use crate::operation::{ConnInfo, Operation};
-use crate::values::Keyed;
+
+mod names;
+use names::Names;
 
 /// Bounds on the correlator's memory.
 #[derive(Debug, Clone, Copy)]
@@ -120,50 +122,6 @@ struct ConnState {
 impl ConnState {
     fn new(info: Arc<ConnInfo>, at: Micros) -> ConnState {
         ConnState { info, lossy: false, pending: HashMap::default(), analysing: true, last_seen: at }
-    }
-}
-
-/// Command names and namespaces, one shared copy of each: every request names
-/// both, and two new strings for each were 4% of the analysis.
-#[derive(Default)]
-struct Names {
-    /// By the command name's bytes, a 0, then the database's and collection's
-    /// (keyed: the client chooses these bytes).
-    shared: std::collections::HashMap<Vec<u8>, (Arc<str>, Arc<str>), Keyed>,
-    key: Vec<u8>,
-}
-
-/// Distinct (command, namespace) pairs kept; past this many the names start over
-/// (an application has far fewer; made-up ones cost what they did before).
-const MAX_NAMES: usize = 4_096;
-
-impl Names {
-    /// `c`'s command name and namespace, shared with the requests before it.
-    fn of(&mut self, c: &Command<'_>) -> (Arc<str>, Arc<str>) {
-        let (db, collection) = c.namespace_bytes();
-        self.key.clear();
-        self.key.extend_from_slice(c.name.as_bytes());
-        self.key.push(0);
-        self.key.extend_from_slice(db);
-        if let Some(coll) = collection {
-            self.key.push(b'.');
-            self.key.extend_from_slice(coll);
-        }
-        if let Some(names) = self.shared.get(self.key.as_slice()) {
-            return names.clone();
-        }
-        let names: (Arc<str>, Arc<str>) = (Arc::from(c.name), Arc::from(c.namespace()));
-        // Bytes that are not UTF-8 make a namespace of what is (see
-        // `Command::namespace`), which another key may make too: never shared.
-        let utf8 = |b: &[u8]| std::str::from_utf8(b).is_ok();
-        if !utf8(db) || !collection.is_none_or(utf8) {
-            return names;
-        }
-        if self.shared.len() >= MAX_NAMES {
-            self.shared.clear();
-        }
-        self.shared.insert(self.key.clone(), names.clone());
-        names
     }
 }
 
@@ -569,79 +527,6 @@ mod tests {
         assert!(op.request.is_some() && op.reply.is_some());
         assert_eq!(c.stats().requests, 1);
         assert_eq!(c.stats().replies, 1);
-    }
-
-    #[test]
-    fn a_connection_repeating_its_names_shares_them_and_a_change_is_seen() {
-        let mut c = Correlator::default();
-        opened(&mut c);
-        let requests = [
-            doc! {"find": "orders", "$db": "shop"},
-            doc! {"find": "orders", "$db": "shop"},
-            doc! {"insert": "orders", "$db": "shop"},
-            doc! {"insert": "orders2", "$db": "shop"},
-            doc! {"insert": "s", "$db": "shop.order"},
-            doc! {"ping": 1, "$db": "shop"},
-            doc! {"ping": 1, "$db": "shop.orders"},
-            doc! {"getMore": 5_i64, "collection": "orders", "$db": "shop"},
-        ];
-        let mut ops = Vec::new();
-        for (i, r) in requests.into_iter().enumerate() {
-            let id = i as i32 * 2 + 1;
-            send(&mut c, Direction::ToServer, 0, msg(r, 0, id, 0));
-            ops.extend(send(&mut c, Direction::ToClient, 1, msg(doc! {"ok": 1}, 0, id + 1, id)));
-        }
-        let names: Vec<(&str, &str)> = ops.iter().map(|o| (&*o.command, &*o.namespace)).collect();
-        assert_eq!(
-            names,
-            [
-                ("find", "shop.orders"),
-                ("find", "shop.orders"),
-                ("insert", "shop.orders"),
-                ("insert", "shop.orders2"),
-                ("insert", "shop.order.s"),
-                ("ping", "shop"),
-                ("ping", "shop.orders"),
-                ("getMore", "shop.orders"),
-            ]
-        );
-        assert!(Arc::ptr_eq(&ops[0].namespace, &ops[1].namespace), "the repeat shares the name");
-    }
-
-    #[test]
-    fn names_that_are_not_utf8_are_never_shared() {
-        // `{find: 1, $db: "a.\xff"}` and `{find: "\xff", $db: "a"}`: the same bytes
-        // in a row, two namespaces (what is UTF-8 of each: "" and "a").
-        fn raw(elements: &[(u8, &str, &[u8])]) -> Document {
-            let mut body = Vec::new();
-            for (kind, key, value) in elements {
-                body.push(*kind);
-                body.extend_from_slice(key.as_bytes());
-                body.push(0);
-                body.extend_from_slice(value);
-            }
-            let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
-            d.extend(body);
-            d.push(0);
-            Document::from_bytes(bytes::Bytes::from(d)).unwrap()
-        }
-        let string = |b: &[u8]| [&((b.len() + 1) as i32).to_le_bytes()[..], b, &[0]].concat();
-        let mut c = Correlator::default();
-        opened(&mut c);
-        let mut namespaces = Vec::new();
-        for (i, body) in [
-            raw(&[(0x10, "find", &1i32.to_le_bytes()), (0x02, "$db", &string(b"a.\xff"))]),
-            raw(&[(0x02, "find", &string(b"\xff")), (0x02, "$db", &string(b"a"))]),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let id = i as i32 * 2 + 1;
-            send(&mut c, Direction::ToServer, 0, OpMsg::new(body).encode(id, 0));
-            let ops = send(&mut c, Direction::ToClient, 1, msg(doc! {"ok": 1}, 0, id + 1, id));
-            namespaces.push(ops[0].namespace.to_string());
-        }
-        assert_eq!(namespaces, ["", "a"]);
     }
 
     #[test]
