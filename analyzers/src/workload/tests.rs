@@ -286,6 +286,38 @@ fn a_burst_of_concurrent_profile_reads_does_not_end_the_page_waiting_for_its_aut
 }
 
 #[test]
+fn a_transaction_begun_by_a_lone_read_is_not_ended_by_a_burst_of_the_same_read() {
+    // A transaction's first statement reads a customer by _id, the read that other
+    // threads of the client send twenty times before its next statement: those
+    // lone reads end first at the bound, never the transaction.
+    let mut s = Script::new();
+    let c = s.connect("10.0.0.1:5000", "shop", "PyMongo 4.20.1");
+    let lsid = doc! {"id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![9; 16] }};
+    let read = |id: i64| doc! {"find": "customers", "filter": {"_id": id}, "limit": 1, "singleBatch": true, "$db": "shop"};
+    let mut first = read(1);
+    first.extend(
+        doc! {"lsid": lsid.clone(), "txnNumber": 1i64, "startTransaction": true, "autocommit": false},
+    );
+    s.exchange(c, first, crate::script::batch("shop.customers", vec![doc! {"_id": 1i64}], 0, true));
+    for id in 100..120 {
+        s.exchange(c, read(id), crate::script::batch("shop.customers", vec![doc! {"_id": id}], 0, true));
+    }
+    s.exchange(
+        c,
+        doc! {"update": "orders", "updates": [{"q": {"status": "new"}, "u": {"$set": {"status": "paid"}}}],
+        "lsid": lsid.clone(), "txnNumber": 1i64, "autocommit": false, "$db": "shop"},
+        doc! {"n": 1, "nModified": 1, "ok": 1.0},
+    );
+    s.exchange(
+        c,
+        doc! {"commitTransaction": 1, "lsid": lsid, "txnNumber": 1i64, "autocommit": false, "$db": "admin"},
+        doc! {"ok": 1.0},
+    );
+    let ops = operations(s);
+    assert!(ops.contains(&(steps(&["customers find", "orders update"]), 1)), "{ops:?}");
+}
+
+#[test]
 fn open_units_are_bounded_across_clients_and_the_least_recent_ends_first() {
     // More clients than units may be open at once, each in the middle of a
     // transaction (which stays open for a minute): the least recently active end
