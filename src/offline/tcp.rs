@@ -303,8 +303,20 @@ impl Half {
         }
     }
 
-    fn append(&mut self, bytes: &[u8], out: &mut Sink<'_>) {
+    fn append(&mut self, mut bytes: &[u8], out: &mut Sink<'_>) {
         self.next = Some(self.next.expect("set").wrapping_add(bytes.len() as u32));
+        // Whole messages at the front of a segment are copied out of it directly;
+        // the stream's buffer holds only a message split across segments (one copy
+        // of each message instead of two, and no buffer grown to the largest).
+        if self.synced && self.buf.is_empty() {
+            while let Cut::Whole(len) | Cut::TooLarge(len) = cut(bytes) {
+                emit_message(&bytes[..len], out);
+                bytes = &bytes[len..];
+            }
+        }
+        if bytes.is_empty() {
+            return;
+        }
         self.buf.extend_from_slice(bytes);
         loop {
             if !self.synced {
@@ -324,36 +336,62 @@ impl Half {
                     }
                 }
             }
-            let Some(h) = MsgHeader::peek(&self.buf) else { return };
-            let len = h.message_length as usize;
-            if h.message_length < HEADER_LEN as i32 || len > MAX_MESSAGE_SIZE {
-                self.synced = false;
-                out.stats.skipped_bytes += 1;
-                self.buf.advance(1);
-                continue;
-            }
-            if self.buf.len() < len {
-                return;
-            }
-            out.stats.messages += 1;
-            if len > MAX_ANALYSED {
-                self.buf.advance(len);
-                out.emit(TapEvent::TooLarge { conn: out.conn, dir: out.dir, at: out.at, header: h });
-                continue;
-            }
-            // Copied out, not split off: a frame that shares the stream's buffer
-            // keeps it from being reused, and every message then takes a fresh
-            // allocation of the buffer's size (page faults: half the time on a
-            // 10 MB capture).
-            let bytes = Bytes::copy_from_slice(&self.buf[..len]);
-            self.buf.advance(len);
-            match Frame::from_bytes(bytes) {
-                Ok(frame) => out.emit(TapEvent::Message { conn: out.conn, dir: out.dir, at: out.at, frame }),
-                Err(error) => {
-                    out.emit(TapEvent::Unframeable { conn: out.conn, dir: out.dir, at: out.at, error })
+            match cut(&self.buf) {
+                Cut::More => return,
+                Cut::Insane => {
+                    self.synced = false;
+                    out.stats.skipped_bytes += 1;
+                    self.buf.advance(1);
+                }
+                Cut::Whole(len) | Cut::TooLarge(len) => {
+                    emit_message(&self.buf[..len], out);
+                    self.buf.advance(len);
                 }
             }
         }
+    }
+}
+
+/// What the bytes at a message boundary hold.
+enum Cut {
+    /// Not yet a whole message.
+    More,
+    /// A header no message has: the stream is out of step.
+    Insane,
+    /// A whole message of this length.
+    Whole(usize),
+    /// A whole message of this length, above what is analysed.
+    TooLarge(usize),
+}
+
+fn cut(b: &[u8]) -> Cut {
+    let Some(h) = MsgHeader::peek(b) else { return Cut::More };
+    let len = h.message_length as usize;
+    if h.message_length < HEADER_LEN as i32 || len > MAX_MESSAGE_SIZE {
+        Cut::Insane
+    } else if b.len() < len {
+        Cut::More
+    } else if len > MAX_ANALYSED {
+        Cut::TooLarge(len)
+    } else {
+        Cut::Whole(len)
+    }
+}
+
+/// Emits one whole message, copied: a frame that shared the capture's or the
+/// stream's buffer would keep it from being reused while the frame lives (a
+/// request waits for its reply).
+fn emit_message(b: &[u8], out: &mut Sink<'_>) {
+    out.stats.messages += 1;
+    let (conn, dir, at) = (out.conn, out.dir, out.at);
+    if b.len() > MAX_ANALYSED {
+        let header = MsgHeader::peek(b).expect("a whole message has a header");
+        out.emit(TapEvent::TooLarge { conn, dir, at, header });
+        return;
+    }
+    match Frame::from_bytes(Bytes::copy_from_slice(b)) {
+        Ok(frame) => out.emit(TapEvent::Message { conn, dir, at, frame }),
+        Err(error) => out.emit(TapEvent::Unframeable { conn, dir, at, error }),
     }
 }
 
@@ -471,6 +509,33 @@ mod tests {
         assert_eq!(messages(&evs).len(), 10);
         assert!(matches!(evs[0], TapEvent::Opened { .. }));
         assert_eq!((s.missing_bytes, s.retransmitted_bytes), (0, 0));
+    }
+
+    #[test]
+    fn segments_of_several_messages_and_of_part_of_one_give_each_once() {
+        // Three requests in one segment, the third cut after its header; then its
+        // rest with the fourth whole; then bytes no message starts with, then a fifth.
+        let (r1, r2, r3, r4, r5) = (req(1), req(2), req(3), req(4), req(5));
+        let first = [&r1[..], &r2[..], &r3[..20]].concat();
+        let second = [&r3[20..], &r4[..]].concat();
+        let garbage = vec![0xffu8; 40];
+        let mut segs = Vec::new();
+        let mut seq = 1000u32;
+        for b in [first, second, garbage, r5] {
+            let len = b.len() as u32;
+            segs.push((true, seq, b));
+            seq = seq.wrapping_add(len);
+        }
+        let (evs, s) = run(&segs);
+        let ids: Vec<i32> = messages(&evs).iter().map(|m| m.1).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5]);
+        assert_eq!(s.messages, 5);
+        assert_eq!(s.skipped_bytes, 40);
+        for e in &evs {
+            if let TapEvent::Message { frame, .. } = e {
+                assert_eq!(frame.bytes, req(frame.header.request_id), "a message's bytes are its own");
+            }
+        }
     }
 
     #[test]
