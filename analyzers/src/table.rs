@@ -372,7 +372,7 @@ impl AccessTable {
         }
         let mut first = None;
         view.shape_ids.reserve_exact(view.statements.len());
-        for s in &view.statements {
+        for s in view.statements.iter() {
             let ns = s.namespace.as_deref().unwrap_or(&op.namespace);
             let key = self.add(op, ns, category, &s.shape, None, s.statements);
             view.shape_ids.push(self.rows.get(&key).map(|r| r.id));

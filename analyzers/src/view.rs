@@ -4,6 +4,7 @@
 //! view. (A pipeline split over two threads decodes a second view, without shapes,
 //! on the reading thread for the schemas; nobody re-computes a shape.)
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use bson::RawDocument;
@@ -24,8 +25,15 @@ pub type ShapeId = u64;
 /// A filter's equalities as (field, value): a few, kept inline.
 type Equalities<'o> = SmallVec<[(&'o [u8], Element<'o>); 4]>;
 
-/// What writes a command's statement shapes.
-type Shaper<'s> = dyn FnMut(&Command<'_>) -> Vec<StatementShape> + 's;
+/// Where a command's statement shapes come from.
+enum Shaping<'o> {
+    /// Not wanted (see [`OpView::unshaped`]).
+    None,
+    /// Written by the shaper.
+    Anew,
+    /// A find's remembered, lent for as long as the view lives.
+    Memo(&'o mut Memo),
+}
 
 /// One operation, decoded once for the table and every detector.
 pub struct OpView<'o> {
@@ -44,7 +52,7 @@ pub struct OpView<'o> {
     pub category: Category,
     /// The command's statement shapes (none for getMore: the table attributes it to
     /// the shape that opened its cursor; none in a view made by [`OpView::unshaped`]).
-    pub statements: Vec<StatementShape>,
+    pub statements: Cow<'o, [StatementShape]>,
     /// The table row of each statement shape, in the same order (filled by the table;
     /// `None` when the shape went to the "other shapes" row).
     pub shape_ids: SmallVec<[Option<ShapeId>; 2]>,
@@ -65,44 +73,33 @@ pub struct OpView<'o> {
     equalities: OnceCell<Equalities<'o>>,
 }
 
-fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
-    match c.name {
-        "getMore" => Vec::new(),
-        _ => crate::shape::command::shapes(c),
-    }
-}
-
 impl<'o> OpView<'o> {
     /// Decodes `op` once, its statement shapes with it.
     pub fn new(op: &'o Operation) -> OpView<'o> {
-        OpView::decode(op, Some(&mut shapes))
+        OpView::decode(op, Shaping::Anew)
     }
 
     /// As [`OpView::new`], with the shapes of calls seen before taken from `memo`.
-    pub fn remembered(op: &'o Operation, memo: &mut Memo) -> OpView<'o> {
-        OpView::decode(
-            op,
-            Some(&mut |c: &Command<'_>| match c.name {
-                "getMore" => Vec::new(),
-                _ => memo.shapes(c),
-            }),
-        )
+    pub fn remembered(op: &'o Operation, memo: &'o mut Memo) -> OpView<'o> {
+        OpView::decode(op, Shaping::Memo(memo))
     }
 
     /// Decodes `op` without finding its statement shapes, for what reads its
     /// documents only (the schemas, on the correlator's thread of a split pipeline:
     /// see [`crate::pipeline::Pipeline::split`]).
     pub fn unshaped(op: &'o Operation) -> OpView<'o> {
-        OpView::decode(op, None)
+        OpView::decode(op, Shaping::None)
     }
 
-    fn decode(op: &'o Operation, shaper: Option<&mut Shaper<'_>>) -> OpView<'o> {
+    fn decode(op: &'o Operation, shaping: Shaping<'o>) -> OpView<'o> {
         let command = if op.sensitive { None } else { op.command_view() };
         let reply = if op.sensitive { None } else { op.reply_view() };
         let category = command.as_ref().map_or(Category::Command, crate::shape::command::category);
-        let statements = match (&command, shaper) {
-            (Some(c), Some(shaper)) => shaper(c),
-            _ => Vec::new(),
+        let statements = match (&command, shaping) {
+            (Some(c), _) if c.name == "getMore" => Cow::Borrowed(&[][..]),
+            (Some(c), Shaping::Anew) => Cow::Owned(crate::shape::command::shapes(c)),
+            (Some(c), Shaping::Memo(memo)) => memo.shapes(c),
+            _ => Cow::Borrowed(&[][..]),
         };
         let batch = reply.as_ref().and_then(|r| op.batch(r));
         let change = command.as_ref().and_then(|c| Change::of(c, reply.as_ref()));

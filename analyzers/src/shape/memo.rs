@@ -15,6 +15,8 @@ use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
 use mongotap_wire::Command;
 use rustc_hash::FxHashMap;
+use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::hash::Hasher;
 
 use super::command::{self, StatementShape};
@@ -58,22 +60,25 @@ pub struct Memo {
 }
 
 impl Memo {
-    /// The shapes of `c`, as [`command::shapes`] writes them.
-    pub fn shapes(&mut self, c: &Command<'_>) -> Vec<StatementShape> {
+    /// The shapes of `c`, as [`command::shapes`] writes them: a find's lent from the
+    /// memo (copying them out was two allocations a find), other commands' written.
+    pub fn shapes(&mut self, c: &Command<'_>) -> Cow<'_, [StatementShape]> {
         let Some(skeleton) = (c.name == "find").then(|| self.find(c.body)).flatten() else {
-            return command::shapes(c);
+            return Cow::Owned(command::shapes(c));
         };
-        if let Some(s) = self.shapes.get(&skeleton) {
-            self.hits += 1;
-            return s.clone();
-        }
-        self.misses += 1;
-        let s = command::shapes(c);
-        if self.shapes.len() >= MAX_SKELETONS {
+        if self.shapes.len() >= MAX_SKELETONS && !self.shapes.contains_key(&skeleton) {
             self.shapes.clear();
         }
-        self.shapes.insert(skeleton, s.clone());
-        s
+        match self.shapes.entry(skeleton) {
+            Entry::Occupied(e) => {
+                self.hits += 1;
+                Cow::Borrowed(e.into_mut())
+            }
+            Entry::Vacant(e) => {
+                self.misses += 1;
+                Cow::Borrowed(e.insert(command::shapes(c)))
+            }
+        }
     }
 
     /// A find's skeleton; `None` when some part is beyond what it describes.
@@ -200,7 +205,7 @@ mod tests {
         let c = Command::from_message(&m).unwrap();
         let direct = command::shapes(&c);
         let memo = memo.shapes(&c);
-        assert_eq!(memo, direct, "{body}");
+        assert_eq!(*memo, direct[..], "{body}");
         direct
     }
 

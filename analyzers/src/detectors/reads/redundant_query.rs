@@ -208,7 +208,7 @@ impl Detector for RedundantQuery {
         }
         match v.category {
             Category::Write => {
-                for s in &v.statements {
+                for s in v.statements.iter() {
                     self.note_write(s.namespace.as_deref().unwrap_or(&op.namespace), op.started_at);
                 }
                 return;
