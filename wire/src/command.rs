@@ -395,7 +395,7 @@ mod tests {
         assert_eq!(Command::from_message(&in_body).unwrap().documents("documents").len(), 2);
         let seq = OpMsg {
             flags: MsgFlags::default(),
-            sections: vec![
+            sections: smallvec::smallvec![
                 Section::Body(Document::from_doc(&doc! {"update": "c", "$db": "t"})),
                 Section::Sequence(crate::op::msg::DocumentSequence {
                     identifier: "updates".into(),

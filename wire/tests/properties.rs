@@ -43,7 +43,7 @@ fn op_msg() -> impl Strategy<Value = OpMsg> {
         .prop_map(|(flags, body, mut sections, at)| {
             let at = at.index(sections.len() + 1);
             sections.insert(at, Section::Body(body));
-            OpMsg { flags: MsgFlags(flags), sections, checksum: None }
+            OpMsg { flags: MsgFlags(flags), sections: sections.into(), checksum: None }
         })
 }
 
@@ -156,7 +156,7 @@ fn hello_reply() -> impl Strategy<Value = (bson::Document, Bytes)> {
                 0 => OpMsg::new(body).encode(1, 2),
                 1 => OpMsg {
                     flags: MsgFlags::CHECKSUM_PRESENT,
-                    sections: vec![Section::Body(body)],
+                    sections: vec![Section::Body(body)].into(),
                     checksum: None,
                 }
                 .encode(1, 2),

@@ -328,7 +328,8 @@ mod tests {
                 documents: docs.iter().map(Document::from_doc).collect(),
             }));
         }
-        let bytes = OpMsg { flags: MsgFlags::default(), sections, checksum: None }.encode(1, 0);
+        let bytes =
+            OpMsg { flags: MsgFlags::default(), sections: sections.into(), checksum: None }.encode(1, 0);
         let m = Message::decode(&Frame::from_bytes(bytes).unwrap()).unwrap();
         let c = Command::from_message(&m).unwrap();
         (category(&c), shapes(&c))

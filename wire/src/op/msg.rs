@@ -2,6 +2,7 @@
 //! and an optional CRC-32C checksum.
 
 use bytes::{BufMut, Bytes};
+use smallvec::SmallVec;
 
 use super::{begin, finish, put_cstring, Reader};
 use crate::doc::Document;
@@ -58,8 +59,9 @@ pub enum Section {
 pub struct OpMsg {
     /// The flag bits.
     pub flags: MsgFlags,
-    /// The sections, in wire order.
-    pub sections: Vec<Section>,
+    /// The sections, in wire order: nearly every message is its body alone, held
+    /// in place (an allocation per message was 1% of the analysis).
+    pub sections: SmallVec<[Section; 1]>,
     /// The checksum, when `checksumPresent` is set (already verified by [`OpMsg::decode`]).
     pub checksum: Option<u32>,
 }
@@ -67,7 +69,11 @@ pub struct OpMsg {
 impl OpMsg {
     /// A request or reply with just a body.
     pub fn new(body: Document) -> OpMsg {
-        OpMsg { flags: MsgFlags::default(), sections: vec![Section::Body(body)], checksum: None }
+        OpMsg {
+            flags: MsgFlags::default(),
+            sections: smallvec::smallvec![Section::Body(body)],
+            checksum: None,
+        }
     }
 
     /// Decodes a whole OP_MSG message (header included), verifying the checksum.
@@ -98,8 +104,7 @@ impl OpMsg {
             checksum = Some(expected);
             r.set_end(at);
         }
-        // Nearly every message is its body alone: one allocation, not a growth.
-        let mut sections = Vec::with_capacity(1);
+        let mut sections = SmallVec::new();
         let mut bodies = 0;
         while r.remaining() > 0 {
             let kind_at = r.pos();
@@ -279,7 +284,7 @@ mod tests {
         let docs = vec![Document::from_doc(&doc! {"_id": 1}), Document::from_doc(&doc! {"_id": 2})];
         let m = OpMsg {
             flags: MsgFlags::default(),
-            sections: vec![
+            sections: smallvec::smallvec![
                 Section::Sequence(DocumentSequence { identifier: "documents".into(), documents: docs }),
                 Section::Body(body),
             ],
@@ -298,7 +303,7 @@ mod tests {
     fn an_empty_sequence_is_allowed() {
         let m = OpMsg {
             flags: MsgFlags::default(),
-            sections: vec![
+            sections: smallvec::smallvec![
                 Section::Body(Document::from_doc(&doc! {"insert": "c"})),
                 Section::Sequence(DocumentSequence { identifier: "documents".into(), documents: vec![] }),
             ],
@@ -317,7 +322,7 @@ mod tests {
         );
         let two_bodies = OpMsg {
             flags: MsgFlags::default(),
-            sections: vec![
+            sections: smallvec::smallvec![
                 Section::Body(Document::from_doc(&doc! {"a": 1})),
                 Section::Body(Document::from_doc(&doc! {"b": 1})),
             ],
@@ -332,7 +337,7 @@ mod tests {
     fn rejects_sequences_whose_size_lies() {
         let m = OpMsg {
             flags: MsgFlags::default(),
-            sections: vec![
+            sections: smallvec::smallvec![
                 Section::Body(Document::from_doc(&doc! {"insert": "c"})),
                 Section::Sequence(DocumentSequence {
                     identifier: "documents".into(),
