@@ -28,10 +28,11 @@ type Equalities<'o> = SmallVec<[(&'o [u8], Element<'o>); 4]>;
 /// Where a command's statement shapes come from.
 enum Shaping<'o> {
     /// Not wanted (see [`OpView::unshaped`]).
-    None,
+    Unshaped,
     /// Written by the shaper.
     Anew,
-    /// A find's remembered, lent for as long as the view lives.
+    /// Through the memo: a find's shapes lent from it for as long as the view
+    /// lives, any other command's written.
     Memo(&'o mut Memo),
 }
 
@@ -79,7 +80,8 @@ impl<'o> OpView<'o> {
         OpView::decode(op, Shaping::Anew)
     }
 
-    /// As [`OpView::new`], with the shapes of calls seen before taken from `memo`.
+    /// As [`OpView::new`], with the shapes of calls seen before taken from `memo`,
+    /// which the view borrows (mutably) for as long as it lives.
     pub fn remembered(op: &'o Operation, memo: &'o mut Memo) -> OpView<'o> {
         OpView::decode(op, Shaping::Memo(memo))
     }
@@ -88,7 +90,7 @@ impl<'o> OpView<'o> {
     /// documents only (the schemas, on the correlator's thread of a split pipeline:
     /// see [`crate::pipeline::Pipeline::split`]).
     pub fn unshaped(op: &'o Operation) -> OpView<'o> {
-        OpView::decode(op, Shaping::None)
+        OpView::decode(op, Shaping::Unshaped)
     }
 
     fn decode(op: &'o Operation, shaping: Shaping<'o>) -> OpView<'o> {
