@@ -223,21 +223,34 @@ struct Directed<'w, 'f, P> {
 impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
     fn doc(&mut self, doc: &RawDocument, mask: u16, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
         let start = if path.is_empty() { 0 } else { path.len() + 1 };
+        // The wanted paths whose key at this level has not been met yet: once each
+        // has, the rest of the document is not read (a key written twice counts
+        // once, as at the top level).
+        let mut pending = mask;
         for e in element::elements(doc) {
+            if pending == 0 {
+                break;
+            }
             if e.key.first() == Some(&b'$') && e.key != b"$id" {
                 continue;
             }
             // Which wanted paths end at this key (`leaf`), and which go on below it.
             let (mut leaf, mut deeper) = (false, 0u16);
-            let mut m = mask;
+            let mut m = pending;
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
                 let rest = self.only[i].as_ref().get(start..).unwrap_or_default();
                 match rest.get(..e.key.len()) {
                     Some(head) if element::same(head, e.key) => match rest.get(e.key.len()) {
-                        None => leaf = true,
-                        Some(b'.') => deeper |= 1 << i,
+                        None => {
+                            leaf = true;
+                            pending &= !(1 << i);
+                        }
+                        Some(b'.') => {
+                            deeper |= 1 << i;
+                            pending &= !(1 << i);
+                        }
                         Some(_) => {}
                     },
                     _ => {}
@@ -529,6 +542,44 @@ mod tests {
                 "sku"
             ]
         );
+    }
+
+    /// A document of the given elements, as (type, key, value bytes), keys repeated
+    /// as given (which `doc!` cannot write).
+    fn bson_of(elements: &[(u8, &str, Vec<u8>)]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (kind, key, value) in elements {
+            body.push(*kind);
+            body.extend_from_slice(key.as_bytes());
+            body.push(0);
+            body.extend_from_slice(value);
+        }
+        let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
+        d.extend(body);
+        d.push(0);
+        d
+    }
+
+    #[test]
+    fn a_directed_walk_reads_a_document_only_until_its_wanted_keys_are_met() {
+        let int = |v: i32| (0x10, v.to_le_bytes().to_vec());
+        let inner = bson_of(&[(0x10, "x", int(1).1), (0x10, "y", int(2).1), (0x10, "x", int(3).1)]);
+        let second = bson_of(&[(0x10, "x", int(4).1)]);
+        let d = bson_of(&[(0x03, "m", inner), (0x03, "m", second), (0x10, "z", int(5).1)]);
+        let d = RawDocument::from_bytes(&d).unwrap();
+        let mut seen = Vec::new();
+        walk_links_at(d, &[&b"m.x"[..]], &mut Vec::new(), &mut |at, e| {
+            seen.push((String::from_utf8_lossy(at.path).into_owned(), e.as_i64()))
+        });
+        // A key written twice counts once, at every level as at the top: the walk
+        // has what it wants once it has met `m`, then `x` in it.
+        assert_eq!(seen, [("m.x".to_string(), Some(1))]);
+        // Two wanted paths under one key are both taken from it.
+        seen.clear();
+        walk_links_at(d, &[&b"m.x"[..], b"m.y"], &mut Vec::new(), &mut |at, e| {
+            seen.push((String::from_utf8_lossy(at.path).into_owned(), e.as_i64()))
+        });
+        assert_eq!(seen, [("m.x".to_string(), Some(1)), ("m.y".to_string(), Some(2))]);
     }
 
     #[test]
