@@ -393,6 +393,23 @@ pub fn equalities<'a>(filter: &'a RawDocument, f: &mut dyn FnMut(&'a [u8], &Elem
     }
 }
 
+/// A document of the given elements, as (type, key, value bytes), written as given:
+/// keys repeated and bytes that are not UTF-8, which `doc!` cannot write.
+#[cfg(test)]
+pub(crate) fn bson_of(elements: &[(u8, &str, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (kind, key, value) in elements {
+        body.push(*kind);
+        body.extend_from_slice(key.as_bytes());
+        body.push(0);
+        body.extend_from_slice(value);
+    }
+    let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
+    d.extend(body);
+    d.push(0);
+    d
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,28 +561,12 @@ mod tests {
         );
     }
 
-    /// A document of the given elements, as (type, key, value bytes), keys repeated
-    /// as given (which `doc!` cannot write).
-    fn bson_of(elements: &[(u8, &str, Vec<u8>)]) -> Vec<u8> {
-        let mut body = Vec::new();
-        for (kind, key, value) in elements {
-            body.push(*kind);
-            body.extend_from_slice(key.as_bytes());
-            body.push(0);
-            body.extend_from_slice(value);
-        }
-        let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
-        d.extend(body);
-        d.push(0);
-        d
-    }
-
     #[test]
     fn a_directed_walk_reads_a_document_only_until_its_wanted_keys_are_met() {
-        let int = |v: i32| (0x10, v.to_le_bytes().to_vec());
-        let inner = bson_of(&[(0x10, "x", int(1).1), (0x10, "y", int(2).1), (0x10, "x", int(3).1)]);
-        let second = bson_of(&[(0x10, "x", int(4).1)]);
-        let d = bson_of(&[(0x03, "m", inner), (0x03, "m", second), (0x10, "z", int(5).1)]);
+        let int = |v: i32| v.to_le_bytes();
+        let inner = bson_of(&[(0x10, "x", &int(1)), (0x10, "y", &int(2)), (0x10, "x", &int(3))]);
+        let second = bson_of(&[(0x10, "x", &int(4))]);
+        let d = bson_of(&[(0x03, "m", &inner), (0x03, "m", &second), (0x10, "z", &int(5))]);
         let d = RawDocument::from_bytes(&d).unwrap();
         let mut seen = Vec::new();
         walk_links_at(d, &[&b"m.x"[..]], &mut Vec::new(), &mut |at, e| {

@@ -98,19 +98,9 @@ mod tests {
     fn names_that_are_not_utf8_are_never_shared() {
         // `{find: 1, $db: "a.\xff"}` and `{find: "\xff", $db: "a"}`: the same bytes
         // in a row, two namespaces (what is UTF-8 of each: "" and "a").
-        fn raw(elements: &[(u8, &str, &[u8])]) -> Document {
-            let mut body = Vec::new();
-            for (kind, key, value) in elements {
-                body.push(*kind);
-                body.extend_from_slice(key.as_bytes());
-                body.push(0);
-                body.extend_from_slice(value);
-            }
-            let mut d = ((body.len() + 5) as i32).to_le_bytes().to_vec();
-            d.extend(body);
-            d.push(0);
-            Document::from_bytes(bytes::Bytes::from(d)).unwrap()
-        }
+        let raw = |elements: &[(u8, &str, &[u8])]| {
+            Document::from_bytes(bytes::Bytes::from(crate::values::bson_of(elements))).unwrap()
+        };
         let string = |b: &[u8]| [&((b.len() + 1) as i32).to_le_bytes()[..], b, &[0]].concat();
         let mut n = Names::default();
         let first =
