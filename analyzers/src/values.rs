@@ -223,9 +223,11 @@ struct Directed<'w, 'f, P> {
 impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
     fn doc(&mut self, doc: &RawDocument, mask: u16, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
         let start = if path.is_empty() { 0 } else { path.len() + 1 };
-        // The wanted paths whose key at this level has not been met yet: once each
-        // has, the rest of the document is not read (a key written twice counts
-        // once, as at the top level).
+        // The wanted paths still to be met in this document: once none is, the rest
+        // of it is not read. A path is met when its last field's key is (a key
+        // written twice counts once, as at the top level); one that goes on below
+        // this level never is, since a key with a dot in it (`"a.b"`, legal) can be
+        // its end too, as the whole walk reads it.
         let mut pending = mask;
         for e in element::elements(doc) {
             if pending == 0 {
@@ -245,12 +247,11 @@ impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
                     Some(head) if element::same(head, e.key) => match rest.get(e.key.len()) {
                         None => {
                             leaf = true;
-                            pending &= !(1 << i);
+                            if !rest.contains(&b'.') {
+                                pending &= !(1 << i);
+                            }
                         }
-                        Some(b'.') => {
-                            deeper |= 1 << i;
-                            pending &= !(1 << i);
-                        }
+                        Some(b'.') => deeper |= 1 << i,
                         Some(_) => {}
                     },
                     _ => {}
@@ -562,7 +563,7 @@ mod tests {
     }
 
     #[test]
-    fn a_directed_walk_reads_a_document_only_until_its_wanted_keys_are_met() {
+    fn a_directed_walk_reads_a_document_only_until_its_wanted_paths_end() {
         let int = |v: i32| v.to_le_bytes();
         let inner = bson_of(&[(0x10, "x", &int(1)), (0x10, "y", &int(2)), (0x10, "x", &int(3))]);
         let second = bson_of(&[(0x10, "x", &int(4))]);
@@ -572,15 +573,30 @@ mod tests {
         walk_links_at(d, &[&b"m.x"[..]], &mut Vec::new(), &mut |at, e| {
             seen.push((String::from_utf8_lossy(at.path).into_owned(), e.as_i64()))
         });
-        // A key written twice counts once, at every level as at the top: the walk
-        // has what it wants once it has met `m`, then `x` in it.
-        assert_eq!(seen, [("m.x".to_string(), Some(1))]);
+        // Where a path ends, a key written twice counts once, as at the top: each
+        // `m` is read until its first `x`.
+        assert_eq!(seen, [("m.x".to_string(), Some(1)), ("m.x".to_string(), Some(4))]);
         // Two wanted paths under one key are both taken from it.
         seen.clear();
         walk_links_at(d, &[&b"m.x"[..], b"m.y"], &mut Vec::new(), &mut |at, e| {
             seen.push((String::from_utf8_lossy(at.path).into_owned(), e.as_i64()))
         });
-        assert_eq!(seen, [("m.x".to_string(), Some(1)), ("m.y".to_string(), Some(2))]);
+        assert_eq!(
+            seen,
+            [("m.x".to_string(), Some(1)), ("m.y".to_string(), Some(2)), ("m.x".to_string(), Some(4))]
+        );
+        // A key with a dot in it ends a path too, whether before or after the
+        // document the path goes down, and beside a scalar: as the whole walk reads it.
+        let one = bson_of(&[(0x10, "b", &int(1))]);
+        for d in [
+            bson_of(&[(0x03, "a", &one), (0x10, "a.b", &int(2))]),
+            bson_of(&[(0x10, "a.b", &int(2)), (0x03, "a", &one)]),
+            bson_of(&[(0x10, "a", &int(5)), (0x10, "a.b", &int(2))]),
+        ] {
+            let d = RawDocument::from_bytes(&d).unwrap();
+            let found = at_paths_as_whole(d, &[b"a.b"]);
+            assert!(found.iter().any(|(_, _, v)| v[..] == int(2)[..]), "{found:?}");
+        }
     }
 
     #[test]
