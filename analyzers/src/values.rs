@@ -588,15 +588,26 @@ mod tests {
         // A key with a dot in it ends a path too, whether before or after the
         // document the path goes down, and beside a scalar: as the whole walk reads it.
         let one = bson_of(&[(0x10, "b", &int(1))]);
-        for d in [
-            bson_of(&[(0x03, "a", &one), (0x10, "a.b", &int(2))]),
-            bson_of(&[(0x10, "a.b", &int(2)), (0x03, "a", &one)]),
-            bson_of(&[(0x10, "a", &int(5)), (0x10, "a.b", &int(2))]),
+        let values = |found: Vec<(String, Option<usize>, Vec<u8>)>| -> Vec<Vec<u8>> {
+            found.into_iter().map(|(_, _, v)| v).collect()
+        };
+        for (d, want) in [
+            (bson_of(&[(0x03, "a", &one), (0x10, "a.b", &int(2))]), vec![int(1), int(2)]),
+            (bson_of(&[(0x10, "a.b", &int(2)), (0x03, "a", &one)]), vec![int(2), int(1)]),
+            (bson_of(&[(0x10, "a", &int(5)), (0x10, "a.b", &int(2))]), vec![int(2)]),
         ] {
             let d = RawDocument::from_bytes(&d).unwrap();
-            let found = at_paths_as_whole(d, &[b"a.b"]);
-            assert!(found.iter().any(|(_, _, v)| v[..] == int(2)[..]), "{found:?}");
+            assert_eq!(
+                values(at_paths_as_whole(d, &[b"a.b"])),
+                want.iter().map(|v| v.to_vec()).collect::<Vec<_>>()
+            );
         }
+        // And below the top: `{a: {"b.c": 1, b: {c: 2}}}` at `a.b.c`.
+        let c = bson_of(&[(0x10, "c", &int(2))]);
+        let a = bson_of(&[(0x10, "b.c", &int(1)), (0x03, "b", &c)]);
+        let d = bson_of(&[(0x03, "a", &a)]);
+        let d = RawDocument::from_bytes(&d).unwrap();
+        assert_eq!(values(at_paths_as_whole(d, &[b"a.b.c"])), [int(1).to_vec(), int(2).to_vec()]);
     }
 
     #[test]
