@@ -400,9 +400,8 @@ impl AccessTable {
     }
 
     /// `killCursors` closes the cursors it names.
-    fn kill_cursors(&mut self, namespace: &str, cmd: &Command<'_>) {
+    fn kill_cursors(&mut self, namespace: &Arc<str>, cmd: &Command<'_>) {
         let Ok(ids) = cmd.body.get_array("cursors") else { return };
-        let namespace: Arc<str> = Arc::from(namespace);
         for id in ids.into_iter().flatten() {
             let id = match id {
                 RawBsonRef::Int64(i) => i,
