@@ -17,7 +17,17 @@ trap cleanup EXIT
 free_port() { .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 400); do (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
 passed=0; failed=0
-run() { local name=$1; shift; if "$@"; then passed=$((passed+1)); else echo "FAILED: $name" >&2; failed=$((failed+1)); fi; }
+# Each check gets 3 minutes: a client or upstream that hangs fails its check, with its
+# name, instead of holding up the whole run (SecantusDB once spun at full CPU over TLS
+# while a Mongoose client waited on it).
+run() {
+  local name=$1 rc=0; shift
+  timeout 180 "$@" || rc=$?
+  if [ "$rc" = 0 ]; then passed=$((passed+1)); else
+    [ "$rc" = 124 ] && echo "FAILED: $name (no answer in 180 s)" >&2 || echo "FAILED: $name" >&2
+    failed=$((failed+1))
+  fi
+}
 
 start_upstream() { # port, extra args...
   local port=$1; shift
@@ -30,7 +40,13 @@ start_proxy() { # upstream port, report path
     2>>"$work/proxy.log" &
   proxy_pid=$!; pids+=("$proxy_pid"); wait_port "$proxy_port"
 }
-stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+# TERM, then KILL after 10 s: a wedged upstream must not hold the run either.
+stop() {
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 every_client() { # label, uri: pymongo and mongoengine, the Node driver, Mongoose, mongosh
   run "pymongo $1" .venv/bin/python tests/python/smoke.py "$2"
   run "node $1" node tests/node/smoke.js "$2"
