@@ -41,8 +41,14 @@ impl<'a> Element<'a> {
         }
     }
 
-    /// The key as text, when it is UTF-8.
+    /// The key as text, when it is UTF-8. Keys are nearly always a few ASCII
+    /// bytes, which a byte test clears faster than the full UTF-8 check (that check
+    /// was 1% of bench/analysis: it runs for every command's name).
     pub fn key_str(&self) -> Option<&'a str> {
+        if self.key.is_ascii() {
+            // SAFETY: ASCII bytes are UTF-8.
+            return Some(unsafe { std::str::from_utf8_unchecked(self.key) });
+        }
         std::str::from_utf8(self.key).ok()
     }
 
@@ -237,6 +243,25 @@ mod tests {
         assert!(find(&raw, "b").unwrap().is_one());
         assert_eq!(find(&raw, "o").and_then(|e| e.as_document()).unwrap().get_i32("a").unwrap(), 1);
         assert!(find(&raw, "missing").is_none());
+    }
+
+    #[test]
+    fn keys_read_as_text_when_they_are_utf8_ascii_or_not() {
+        // {"find": 1, "café": 1, <key 0xff 0xfe>: 1}, written by hand: no builder
+        // writes a key that is not UTF-8.
+        let mut b = vec![0u8; 4];
+        for key in [&b"find"[..], "café".as_bytes(), &[0xff, 0xfe]] {
+            b.push(0x10);
+            b.extend_from_slice(key);
+            b.push(0);
+            b.extend_from_slice(&1i32.to_le_bytes());
+        }
+        b.push(0);
+        let len = b.len() as i32;
+        b[..4].copy_from_slice(&len.to_le_bytes());
+        let doc = RawDocument::from_bytes(&b).unwrap();
+        let keys: Vec<Option<&str>> = elements(doc).map(|e| e.key_str()).collect();
+        assert_eq!(keys, [Some("find"), Some("café"), None]);
     }
 
     #[test]
