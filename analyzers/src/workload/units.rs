@@ -367,9 +367,9 @@ pub(crate) struct Units {
     /// Units open now, every client's (at most [`MAX_OPEN_UNITS`]).
     open_units: usize,
     scratch: Vec<u8>,
-    /// The path interned at each position of the last document walked (kept to
-    /// reuse its allocation).
-    by_position: Vec<u32>,
+    /// The path interned at each position of the last document walked, and whether
+    /// it names a reference (kept to reuse its allocation).
+    by_position: Vec<(u32, bool)>,
     /// What the operation at hand asks for (kept to reuse its allocation).
     asked: Vec<(u32, u64, bool)>,
     /// Ended units, emptied, for the next ones.
@@ -683,27 +683,27 @@ impl Units {
         u.steps[usize::from(step)].looked += looked as u64;
         // The documents of a reply mostly have the same fields in the same order:
         // the path interned at the same position is tried first (a comparison)
-        // before the interning map (a hash and a probe).
+        // before the interning map (a hash and a probe) and the reading of its name.
         by_position.clear();
         let mut learn = |d: &RawDocument, u: &mut Unit| {
             let doc = element::find(d, "_id").and_then(|id| keyed.link(&id)).unwrap_or(0);
             scratch.clear();
             let mut position = 0;
             let f = &mut |at: At<'_>, e: &mongotap_wire::element::Element<'_>| {
+                let cached = by_position
+                    .get(position)
+                    .copied()
+                    .filter(|(p, _)| element::same(paths.name(*p).as_bytes(), at.path));
                 // Small numbers only where they are ids: quantities are no links.
-                let id_like = id_like(at.path);
+                let id_like = cached.map_or_else(|| id_like(at.path), |(_, id_like)| id_like);
                 if small(e) && !id_like {
                     return;
                 }
                 let Some(h) = keyed.link(e) else { return };
-                let cached = by_position
-                    .get(position)
-                    .copied()
-                    .filter(|p| element::same(paths.name(*p).as_bytes(), at.path));
-                let Some(path) = cached.or_else(|| paths.id(at)) else { return };
+                let Some(path) = cached.map(|(p, _)| p).or_else(|| paths.id(at)) else { return };
                 match by_position.get_mut(position) {
-                    Some(p) => *p = path,
-                    None => by_position.push(path),
+                    Some(p) => *p = (path, id_like),
+                    None => by_position.push((path, id_like)),
                 }
                 position += 1;
                 u.remember(h, Source { step, path, doc, id_like });
