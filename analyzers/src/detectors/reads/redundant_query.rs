@@ -274,8 +274,11 @@ impl Detector for RedundantQuery {
         }
         // Count each read once, even when a burst ends and starts again over reads
         // already counted.
-        let fresh: Vec<&(u64, Micros, u64)> = w.reads.iter().filter(|r| r.1 > w.counted_through).collect();
-        let (n, lat) = (fresh.len() as u64, fresh.iter().map(|r| r.2).sum::<u64>());
+        let (n, lat) = w
+            .reads
+            .iter()
+            .filter(|r| r.1 > w.counted_through)
+            .fold((0u64, 0u64), |(n, lat), r| (n + 1, lat + r.2));
         let burst = (!w.in_burst).then_some(distinct as u64);
         w.in_burst = true;
         w.counted_through = now;
