@@ -182,6 +182,16 @@ impl<'o> OpView<'o> {
         })
     }
 
+    /// The document a findAndModify's reply carries in `value` (before or after the
+    /// change); `None` for any other command, whose reply has no such field
+    /// (looking for it walked the top level of every reply that was learnt from).
+    pub fn find_and_modify_value(&self) -> Option<&'o RawDocument> {
+        match self.command.as_ref()?.name {
+            "findAndModify" | "findandmodify" => statements::find_and_modify_value(self.reply.as_ref()?),
+            _ => None,
+        }
+    }
+
     /// The shape id of the operation's first statement, or for a getMore the shape
     /// that opened its cursor: the shape a read's results belong to.
     pub fn read_shape(&self) -> Option<ShapeId> {
@@ -189,5 +199,47 @@ impl<'o> OpView<'o> {
             "getMore" => self.cursor_of,
             _ => self.shape_ids.first().copied().flatten(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Direction, TapEvent};
+    use crate::exchange::Correlator;
+    use bson::doc;
+    use mongotap_wire::{Document, Frame, OpMsg};
+
+    /// The operation a request and its reply make.
+    fn operation(request: bson::Document, reply: bson::Document) -> Operation {
+        let mut c = Correlator::default();
+        c.on_event(TapEvent::Opened { conn: 1, client: "127.0.0.1:1".parse().unwrap(), at: 0 }, &mut |_| {});
+        let mut out = Vec::new();
+        for (dir, at, body, id, to) in
+            [(Direction::ToServer, 1_000, request, 2, 0), (Direction::ToClient, 2_000, reply, 3, 2)]
+        {
+            let frame = Frame::from_bytes(OpMsg::new(Document::from_doc(&body)).encode(id, to)).unwrap();
+            c.on_event(TapEvent::Message { conn: 1, dir, at, frame }, &mut |op| out.push(op));
+        }
+        out.pop().expect("the pair makes an operation")
+    }
+
+    #[test]
+    fn only_a_find_and_modify_has_a_value_document() {
+        let value = doc! {"_id": 1, "n": 2};
+        for name in ["findAndModify", "findandmodify"] {
+            let op = operation(
+                doc! {name: "c", "query": {"_id": 1}, "update": {"$inc": {"n": 1}}, "$db": "d"},
+                doc! {"lastErrorObject": {"n": 1}, "value": value.clone(), "ok": 1},
+            );
+            let got = OpView::new(&op).find_and_modify_value().map(|d| bson::Document::try_from(d).unwrap());
+            assert_eq!(got, Some(value.clone()), "{name}");
+        }
+        // Another command's reply with a `value` field (no server sends one) is not read as one.
+        let op = operation(
+            doc! {"find": "c", "filter": {}, "$db": "d"},
+            doc! {"cursor": {"id": 0_i64, "ns": "d.c", "firstBatch": []}, "value": value, "ok": 1},
+        );
+        assert_eq!(OpView::new(&op).find_and_modify_value(), None);
     }
 }

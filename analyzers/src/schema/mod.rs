@@ -31,7 +31,7 @@ use rustc_hash::FxHashMap;
 use crate::namespace::Change as Lifecycle;
 use crate::operation::{ConnInfo, NO_APP};
 use crate::shape::command::Category;
-use crate::statements::{self, Change};
+use crate::statements::Change;
 use crate::values::Keyed;
 use crate::view::OpView;
 
@@ -509,7 +509,7 @@ impl Schemas {
                     element::find(cmd.body, "fields").is_some()
                         || element::find(cmd.body, "projection").is_some()
                 };
-                let value = v.reply.as_ref().and_then(statements::find_and_modify_value);
+                let value = v.find_and_modify_value();
                 if let Some(value) = value.filter(|_| !projected()) {
                     if let Some(c) = self.collection(ns) {
                         if c.offering(1) {

@@ -721,7 +721,7 @@ impl Units {
         for (_, d) in v.inserts().iter().take(docs) {
             learn(d, u);
         }
-        if let Some(value) = v.reply.as_ref().and_then(crate::statements::find_and_modify_value) {
+        if let Some(value) = v.find_and_modify_value() {
             learn(value, u);
         }
     }

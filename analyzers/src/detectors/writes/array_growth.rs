@@ -331,7 +331,7 @@ impl Detector for ArrayGrowth {
                     self.measure(&op.namespace, v.epoch, d);
                 }
             }
-            if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
+            if let Some(value) = v.find_and_modify_value() {
                 self.measure(&op.namespace, v.epoch, value);
             }
         }

@@ -20,7 +20,7 @@ use crate::finding::{Draft, Severity};
 use crate::names::plausible;
 use crate::operation::NO_APP;
 use crate::shape::command::Category;
-use crate::statements::{self, Change};
+use crate::statements::Change;
 use crate::view::{OpView, ShapeId};
 
 /// Size buckets: powers of two up to 64 MiB.
@@ -169,10 +169,7 @@ impl Detector for DocumentSize {
         let Some(cmd) = &v.command else { return };
         let app = op.conn.app_name.as_deref().unwrap_or(NO_APP);
         let (at, threshold) = (op.started_at, self.threshold);
-        let value = match cmd.name {
-            "findAndModify" | "findandmodify" => v.reply.as_ref().and_then(statements::find_and_modify_value),
-            _ => None,
-        };
+        let value = v.find_and_modify_value();
         // Only a collection's documents count: a bulk write's or an administrative
         // command's reply carries results and bookkeeping, not documents.
         let returns_documents = matches!(cmd.name, "find" | "aggregate" | "getMore") || value.is_some();

@@ -322,7 +322,7 @@ impl Detector for Rewrite {
             }
             // findAndModify's `value` (before the change unless `new`): learnt before
             // the statement below is compared with it.
-            if let Some(value) = v.reply.as_ref().and_then(statements::find_and_modify_value) {
+            if let Some(value) = v.find_and_modify_value() {
                 if element::find(cmd.body, "new").and_then(|e| e.as_bool()) != Some(true) {
                     self.learn(ns, value, now);
                 }
