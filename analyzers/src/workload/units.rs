@@ -695,7 +695,7 @@ impl Units {
                     .copied()
                     .filter(|(p, _)| element::same(paths.name(*p).as_bytes(), at.path));
                 // Small numbers only where they are ids: quantities are no links.
-                let id_like = cached.map_or_else(|| id_like(at.path), |(_, id_like)| id_like);
+                let id_like = cached.map_or_else(|| id_like(at.path), |(_, cached)| cached);
                 if small(e) && !id_like {
                     return;
                 }
