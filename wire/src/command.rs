@@ -51,7 +51,12 @@ impl<'m> Command<'m> {
             }
             Op::Query(q) if q.collection() == "$cmd" => {
                 let mut body = q.query.raw();
-                if let Ok(inner) = body.get_document("$query").or_else(|_| body.get_document("query")) {
+                // A wrapped command: `{$query: {count: ...}, $readPreference: ...}`, or
+                // `{query: {...}, ...}` leading with its wrapper. A command's own
+                // `query` (count's filter) comes after its name and is no wrapper.
+                let wrapper = element::find(body, "$query")
+                    .or_else(|| element::elements(body).next().filter(|e| e.key == b"query"));
+                if let Some(inner) = wrapper.and_then(|e| e.as_document()) {
                     body = inner;
                 }
                 let name = first_key(body)?;
@@ -370,6 +375,25 @@ mod tests {
         assert_eq!(c.name, "isMaster");
         assert!(c.is_hello());
         assert_eq!(c.database(), "admin");
+        // A command whose own `query` is its filter is not unwrapped to it.
+        let count = OpQuery {
+            full_collection_name: "shop.$cmd".into(),
+            query: Document::from_doc(&doc! {"count": "orders", "query": {"status": "new"}}),
+            ..q.clone()
+        };
+        let m = Message::decode(&Frame::from_bytes(count.encode(1)).unwrap()).unwrap();
+        let c = Command::from_message(&m).unwrap();
+        assert_eq!((c.name, c.namespace().as_str()), ("count", "shop.orders"));
+        // `$query` wraps wherever it sits.
+        let wrapped = OpQuery {
+            full_collection_name: "shop.$cmd".into(),
+            query: Document::from_doc(
+                &doc! {"$readPreference": {"mode": "secondary"}, "$query": {"count": "orders", "query": {}}},
+            ),
+            ..q.clone()
+        };
+        let m = Message::decode(&Frame::from_bytes(wrapped.encode(1)).unwrap()).unwrap();
+        assert_eq!(Command::from_message(&m).unwrap().name, "count");
         let legacy_find = OpQuery { full_collection_name: "shop.orders".into(), ..q };
         let m = Message::decode(&Frame::from_bytes(legacy_find.encode(1)).unwrap()).unwrap();
         assert!(Command::from_message(&m).is_none());

@@ -42,7 +42,7 @@ const FIND_OPTIONS: [&str; 7] =
 pub fn category(c: &Command<'_>) -> Category {
     match c.name {
         "find" | "count" | "distinct" | "getMore" => Category::Read,
-        "insert" | "update" | "delete" | "findAndModify" | "bulkWrite" => Category::Write,
+        "insert" | "update" | "delete" | "findAndModify" | "findandmodify" | "bulkWrite" => Category::Write,
         "aggregate" => {
             let writes = c.body.get_array("pipeline").ok().is_some_and(|p| {
                 p.into_iter().flatten().filter_map(|s| s.as_document()).any(|s| {
@@ -399,6 +399,10 @@ mod tests {
 
     #[test]
     fn find_and_modify_and_bulk_write() {
+        // The legacy spelling is the same command, a write as well.
+        let (cat, _) =
+            shapes_of(doc! {"findandmodify": "c", "query": {"_id": 1}, "remove": true, "$db": "t"}, None);
+        assert_eq!(cat, Category::Write);
         let (_, s) = shapes_of(
             doc! {"findAndModify": "c", "query": {"_id": 1}, "update": {"$inc": {"n": 1}}, "new": true, "$db": "t"},
             None,
