@@ -222,11 +222,6 @@ impl Outcome {
     }
 }
 
-/// The document a findAndModify reply carries in `value` (before or after the change).
-pub fn find_and_modify_value<'a>(reply: &CommandReply<'a>) -> Option<&'a RawDocument> {
-    element::find(reply.body, "value")?.as_document()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -187,7 +187,9 @@ impl<'o> OpView<'o> {
     /// (looking for it walked the top level of every reply that was learnt from).
     pub fn find_and_modify_value(&self) -> Option<&'o RawDocument> {
         match self.command.as_ref()?.name {
-            "findAndModify" | "findandmodify" => statements::find_and_modify_value(self.reply.as_ref()?),
+            "findAndModify" | "findandmodify" => {
+                element::find(self.reply.as_ref()?.body, "value")?.as_document()
+            }
             _ => None,
         }
     }

@@ -323,15 +323,17 @@ impl Detector for ArrayGrowth {
         if let Some(change) = &v.change {
             self.retire(change);
         }
-        let Some(cmd) = &v.command else { return };
-        let returned = v.batch.is_some() || cmd.name.eq_ignore_ascii_case("findAndModify");
-        if returned && self.watched.contains(&*op.namespace) {
+        if v.command.is_none() {
+            return;
+        }
+        let value = v.find_and_modify_value();
+        if (v.batch.is_some() || value.is_some()) && self.watched.contains(&*op.namespace) {
             if let Some(batch) = v.batch {
                 for d in element::elements(batch).filter_map(|d| d.as_document()) {
                     self.measure(&op.namespace, v.epoch, d);
                 }
             }
-            if let Some(value) = v.find_and_modify_value() {
+            if let Some(value) = value {
                 self.measure(&op.namespace, v.epoch, value);
             }
         }
