@@ -220,7 +220,7 @@ struct Directed<'w, 'f, P> {
     f: &'w mut (dyn FnMut(At<'_>, &Element<'_>) + 'f),
 }
 
-impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
+impl<'w, P: AsRef<[u8]>> Directed<'w, '_, P> {
     fn doc(&mut self, doc: &RawDocument, mask: u16, path: &mut Vec<u8>, array: Option<usize>, depth: usize) {
         let start = if path.is_empty() { 0 } else { path.len() + 1 };
         // The wanted paths still to be met in this document: once none is, the rest
@@ -270,6 +270,19 @@ impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
         }
     }
 
+    /// The one key left of the one wanted path that goes on below `path` (of
+    /// `len` bytes), when that key ends the path and `doc` would read it: the
+    /// array's documents are then searched for it alone, not walked.
+    fn last_key(&self, leaf: bool, deeper: u16, len: usize) -> Option<&'w [u8]> {
+        if leaf || deeper.count_ones() != 1 {
+            return None;
+        }
+        let only = self.only;
+        let rest = only[deeper.trailing_zeros() as usize].as_ref().get(len + 1..)?;
+        let read = rest.first() != Some(&b'$') || rest == b"$id";
+        (read && !rest.is_empty() && !rest.contains(&b'.')).then_some(rest)
+    }
+
     /// As [`Walk::value`]: arrays add nothing to the path, scalars are reported.
     #[allow(clippy::too_many_arguments)]
     fn value(
@@ -289,8 +302,29 @@ impl<P: AsRef<[u8]>> Directed<'_, '_, P> {
             }
             0x04 if depth < MAX_DEPTH => {
                 let array = array.or(Some(path.len()));
+                let Some(key) = self.last_key(leaf, deeper, path.len()) else {
+                    for item in element::elements_in(e.as_array()) {
+                        self.value(item, leaf, deeper, path, array, depth + 1);
+                    }
+                    return;
+                };
+                // An array of documents, one key wanted of each (an order's
+                // `lines.sku`): its first match, as `doc` would stop at it.
                 for item in element::elements_in(e.as_array()) {
-                    self.value(item, leaf, deeper, path, array, depth + 1);
+                    if item.kind != 0x03 || depth + 1 >= MAX_DEPTH {
+                        self.value(item, leaf, deeper, path, array, depth + 1);
+                        continue;
+                    }
+                    let found = item
+                        .as_document()
+                        .and_then(|d| element::elements(d).find(|x| element::same(x.key, key)));
+                    if let Some(found) = found {
+                        let base = path.len();
+                        path.push(b'.');
+                        path.extend_from_slice(key);
+                        self.value(found, true, 0, path, array, depth + 2);
+                        path.truncate(base);
+                    }
                 }
             }
             0x03 | 0x04 => {}
@@ -560,6 +594,55 @@ mod tests {
                 "sku"
             ]
         );
+    }
+
+    #[test]
+    fn an_array_of_documents_searched_for_one_key_gives_what_the_whole_walk_gives() {
+        let int = |v: i32| v.to_le_bytes().to_vec();
+        let string = |s: &str| [&((s.len() + 1) as i32).to_le_bytes()[..], s.as_bytes(), &[0]].concat();
+        let (a, b, c, d) = (string("a"), string("b"), string("c"), string("d"));
+        let array = bson_of(&[
+            (0x03, "0", &bson_of(&[(0x02, "sku", &a), (0x10, "qty", &int(2))])),
+            (0x03, "1", &bson_of(&[(0x10, "qty", &int(1)), (0x10, "$sku", &int(9))])),
+            (0x04, "2", &bson_of(&[(0x03, "0", &bson_of(&[(0x02, "sku", &d)]))])),
+            (0x02, "3", &string("not a document")),
+            (0x03, "4", &bson_of(&[(0x04, "sku", &bson_of(&[(0x02, "0", &b), (0x02, "1", &c)]))])),
+        ]);
+        let oid = ObjectId::new();
+        let refs = bson_of(&[(
+            0x03,
+            "0",
+            &bson_of(&[(0x02, "$ref", &string("users")), (0x07, "$id", &oid.bytes())]),
+        )]);
+        let deep = bson_of(&[(0x04, "c", &bson_of(&[(0x03, "0", &bson_of(&[(0x04, "d", &array)]))]))]);
+        let doc = bson_of(&[(0x04, "lines", &array), (0x04, "authors", &refs), (0x03, "a", &deep)]);
+        let doc = RawDocument::from_bytes(&doc).unwrap();
+        let values = |found: Vec<(String, Option<usize>, Vec<u8>)>| -> Vec<Vec<u8>> {
+            found.into_iter().map(|(_, _, v)| v).collect()
+        };
+        // Nested arrays, documents without the key, a key that is an array, `$`-keys,
+        // and (`a.c.d.sku`) documents past the depth the walks follow.
+        assert_eq!(values(at_paths_as_whole(doc, &[b"lines.sku"])), [a, d, b, c]);
+        assert_eq!(at_paths_as_whole(doc, &[b"authors.$id"]).len(), 1);
+        assert!(at_paths_as_whole(doc, &[b"authors.$ref"]).is_empty());
+        at_paths_as_whole(doc, &[b"a.c.d.sku"]);
+        at_paths_as_whole(doc, &[b"lines.sku", b"a.c.d.sku"]);
+        // A key written twice in an item: the first counts, as when two paths go
+        // down the array and each item is walked key by key.
+        let twice = bson_of(&[(0x10, "sku", &int(1)), (0x10, "qty", &int(3)), (0x10, "sku", &int(2))]);
+        let doc = bson_of(&[(0x04, "lines", &bson_of(&[(0x03, "0", &twice)]))]);
+        let doc = RawDocument::from_bytes(&doc).unwrap();
+        let walk = |wanted: &[&[u8]]| {
+            let mut got = Vec::new();
+            walk_links_at(doc, wanted, &mut Vec::new(), &mut |at, e| {
+                if at.path == b"lines.sku" {
+                    got.push(e.value.to_vec())
+                }
+            });
+            got
+        };
+        assert_eq!(walk(&[b"lines.sku"]), [int(1)]);
+        assert_eq!(walk(&[b"lines.sku", b"lines.qty"]), [int(1)]);
     }
 
     #[test]
