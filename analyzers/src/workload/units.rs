@@ -484,8 +484,9 @@ impl Units {
         }
         let mut asked = std::mem::take(&mut self.asked);
         self::asked(v, &self.keyed, &mut self.paths, &mut asked);
-        // Shared with the operation (one copy per namespace: see `exchange`).
-        let ns = op.namespace.clone();
+        // The operation's, shared (one copy per namespace: see `exchange`); a new step
+        // keeps a clone.
+        let ns = &op.namespace;
         let mut link = None;
         let write = v.category == Category::Write;
         let gap = self.gap_us;
@@ -529,7 +530,7 @@ impl Units {
                     // step that handed it over last (a page's posts, not their insert).
                     let fits = |s: &&Source| {
                         let itself = s.path == *field
-                            && u.steps.get(usize::from(s.step)).is_some_and(|st| *st.namespace == *ns);
+                            && u.steps.get(usize::from(s.step)).is_some_and(|st| st.namespace == *ns);
                         itself == write
                     };
                     let Some(source) = sources
@@ -631,7 +632,7 @@ impl Units {
             None => u.steps.iter().position(|s| s.shape == shape && s.link.is_some()).map(|i| i as u8),
         };
         let insert = cmd.name == "insert";
-        let Some(step) = again.or_else(|| u.step(shape, &ns, (write, insert), link.map(|(l, _)| l))) else {
+        let Some(step) = again.or_else(|| u.step(shape, ns, (write, insert), link.map(|(l, _)| l))) else {
             return;
         };
         let s = &mut u.steps[usize::from(step)];
