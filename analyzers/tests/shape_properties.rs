@@ -272,6 +272,40 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1000,
+        max_global_rejects: 1_000_000,
+        rng_algorithm: RngAlgorithm::XorShift,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn a_remembered_update_shape_is_the_shape_of_the_update(q in document(), u in document(), seed in any::<u64>()) {
+        // The document as a replacement or as operators' paths (`$set`, and
+        // `$push`, whose documents may be modifiers), each with one value changed
+        // four times, through the memo the finds use too.
+        let updates = [Bson::Document(u.clone()), Bson::Document(doc! {"$set": u.clone()}), Bson::Document(doc! {"$push": u})];
+        let mut memo = MEMO.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for update in updates {
+            let statement = Bson::Document(doc! {"q": q.clone(), "u": update, "multi": seed % 3 == 0, "upsert": seed % 5 == 0});
+            let mut leaves = 0;
+            revalue(&statement, usize::MAX, 0, &mut leaves);
+            let others = [0u64, 1, 2, 3].map(|i| {
+                let pick = seed.rotate_left(16 * i as u32);
+                revalue(&statement, (pick as usize) % leaves.max(1), pick >> 8, &mut 0)
+            });
+            for st in std::iter::once(statement.clone()).chain(others) {
+                let body = doc! {"update": "c", "updates": [st], "ordered": true, "$db": "t"};
+                let m = command_view(&body);
+                let c = Command::from_message(&m).unwrap();
+                let (a, b) = (memo.shapes(&c).into_owned(), shapes(&c));
+                prop_assert_eq!(a, b, "{}", body);
+            }
+        }
+    }
+}
+
 /// One memo for every case: skeletons of earlier cases stay to be mistaken.
 static MEMO: std::sync::LazyLock<std::sync::Mutex<Memo>> = std::sync::LazyLock::new(Default::default);
 

@@ -8,7 +8,8 @@
 //! (`{a: 5}` and `{a: 6}`: the same skeleton). Two commands with one skeleton have
 //! one shape. Only what [`super::filter`] provably writes from the type alone is
 //! left out of the hash; everything else goes in whole, which costs a miss, never
-//! a wrong shape. `find`, the commonest command, is memoised; the rest are shaped
+//! a wrong shape. `find` and `update`, the commonest commands, are memoised; the
+//! rest are shaped
 //! each time.
 
 use bson::RawDocument;
@@ -63,7 +64,12 @@ impl Memo {
     /// The shapes of `c`, as [`command::shapes`] writes them: a find's lent from the
     /// memo (copying them out was two allocations a find), other commands' written.
     pub fn shapes(&mut self, c: &Command<'_>) -> Cow<'_, [StatementShape]> {
-        let Some(skeleton) = (c.name == "find").then(|| self.find(c.body)).flatten() else {
+        let skeleton = match c.name {
+            "find" => self.find(c.body),
+            "update" => self.update(c),
+            _ => None,
+        };
+        let Some(skeleton) = skeleton else {
             return Cow::Owned(command::shapes(c));
         };
         if self.shapes.len() >= MAX_SKELETONS && !self.shapes.contains_key(&skeleton) {
@@ -109,6 +115,54 @@ impl Memo {
         }
         Some(h.finish())
     }
+
+    /// An update's skeleton: each statement's, in order (see
+    /// `command::update_statement`), from the body's array or a sequence as the
+    /// shaper takes them.
+    fn update(&self, c: &Command<'_>) -> Option<u64> {
+        let mut h = self.keyed.hasher();
+        h.write(b"update");
+        let statements = c.documents("updates");
+        for d in &statements {
+            let mut n = 0usize;
+            for e in element::elements(d) {
+                let Some(part) = update_part(e.key) else {
+                    continue; // sort, c, and what else the shape leaves out
+                };
+                n += 1;
+                key(&mut h, &e);
+                match (part, e.as_document()) {
+                    (0, Some(q)) => {
+                        h.write_u8(b'f');
+                        filter(&mut h, q)?;
+                    }
+                    (1, Some(u)) if e.kind == 0x03 => {
+                        h.write_u8(b'u');
+                        update(&mut h, u)?;
+                    }
+                    _ => whole(&mut h, &e),
+                }
+            }
+            h.write_u64(COUNT | n as u64);
+        }
+        h.write_u64(COUNT | statements.len() as u64);
+        Some(h.finish())
+    }
+}
+
+/// Which of an update statement's fields that make its shape `key` is: q, u, multi,
+/// upsert, arrayFilters, collation, hint.
+fn update_part(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"q" => 0,
+        b"u" => 1,
+        b"multi" => 2,
+        b"upsert" => 3,
+        b"arrayFilters" => 4,
+        b"collation" => 5,
+        b"hint" => 6,
+        _ => return None,
+    })
 }
 
 /// The top two bits of the words that say what follows, so that no element's
@@ -170,6 +224,47 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
             }
             // A document equality (a DBRef too) or a scalar: its type only.
             _ => h.write_u8(b't'),
+        }
+    }
+    h.write_u64(COUNT | n as u64);
+    Some(())
+}
+
+/// An update document's skeleton: what [`super::update_kind`] writes depends on the
+/// keys (operators, paths, a replacement's fields), the types, an array's element
+/// types, and the modifiers' keys of a `$push` or `$addToSet` (`$each`, `$slice`);
+/// not on the values pushed or set.
+fn update(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
+    let dollar = |d: &RawDocument| element::elements(d).next().is_some_and(|e| e.key.first() == Some(&b'$'));
+    let operators = dollar(u);
+    let mut n = 0usize;
+    for op in element::elements(u) {
+        n += 1;
+        key(h, &op);
+        match (operators, op.as_document()) {
+            (true, Some(paths)) => {
+                let modifiers = matches!(op.key, b"$push" | b"$addToSet");
+                let mut m = 0usize;
+                for path in element::elements(paths) {
+                    m += 1;
+                    key(h, &path);
+                    let Some(mods) = path.as_document().filter(|d| modifiers && dollar(d)) else { continue };
+                    h.write_u8(b'm');
+                    let mut k = 0usize;
+                    for x in element::elements(mods) {
+                        k += 1;
+                        key(h, &x);
+                    }
+                    h.write_u64(COUNT | k as u64);
+                }
+                h.write_u64(COUNT | m as u64);
+            }
+            _ if op.kind == 0x04 => {
+                h.write_u8(b'a');
+                h.write_u64(types(&op)?);
+            }
+            // A value the shape writes by its type alone.
+            _ => {}
         }
     }
     h.write_u64(COUNT | n as u64);
@@ -288,6 +383,93 @@ mod tests {
         assert!(memo.hits >= finds.len() as u64, "hits {} misses {}", memo.hits, memo.misses);
         // Values alone never split a shape: fewer shapes than finds.
         assert!(distinct.len() < finds.len());
+    }
+
+    #[test]
+    fn every_update_is_shaped_as_the_shaper_writes_it_and_the_same_call_site_is_remembered() {
+        // Statements that differ in one thing the shape keeps, and repeats with
+        // other values.
+        let statements: Vec<Document> = vec![
+            doc! {"q": {"_id": 1}, "u": {"$set": {"a": 1}}},
+            doc! {"q": {"_id": 2}, "u": {"$set": {"a": "x"}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {"b": 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {"a": 1, "b": 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$inc": {"a": 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {"lines.3.qty": 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {"lines.12.qty": 5}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"sku": "P-1", "qty": 1}}}},
+            doc! {"q": {"_id": 2}, "u": {"$push": {"lines": {"sku": "P-2", "qty": 7}}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [1], "$slice": -10}}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [2], "$slice": -20}}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [1]}}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [1], "$position": 0}}}},
+            doc! {"q": {"_id": 1}, "u": {"$addToSet": {"tags": {"$each": ["a"]}}}},
+            doc! {"q": {"_id": 1}, "u": {"$addToSet": {"tags": "a"}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": 1}},
+            doc! {"q": {"_id": 1}, "u": {"$set": [1, 2]}},
+            doc! {"q": {"_id": 1}, "u": {"$set": ["x"]}},
+            doc! {"q": {"_id": 1}, "u": {"_id": 1, "name": "x", "lines": [1, 2]}},
+            doc! {"q": {"_id": 2}, "u": {"_id": 2, "name": "y", "lines": [3]}},
+            doc! {"q": {"_id": 1}, "u": {"_id": 1, "name": "x", "lines": ["a"]}},
+            doc! {"q": {"_id": 1}, "u": {"_id": 1, "name": 5}},
+            doc! {"q": {"_id": 1}, "u": {"_id": 1, "address": {"city": "Pune"}}},
+            doc! {"q": {"_id": 1}, "u": [{"$set": {"total": {"$sum": "$lines.price"}}}]},
+            doc! {"q": {"_id": 1}, "u": "not an update"},
+            doc! {"q": {"a": {"$gt": 5}}, "u": {"$set": {"a": 1}}, "multi": true},
+            doc! {"q": {"a": {"$gt": 6}}, "u": {"$set": {"a": 1}}, "multi": false},
+            doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "upsert": true},
+            doc! {"q": {"a": 1}, "u": {"$set": {"x.$[e].n": 1}}, "arrayFilters": [{"e.n": {"$gt": 1}}]},
+            doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "hint": "a_1"},
+            doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "hint": "b_1"},
+            doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "collation": {"locale": "fr"}},
+            doc! {"q": 1, "u": {"$set": {"a": 1}}},
+            doc! {"u": {"$set": {"a": 1}}},
+        ];
+        let mut memo = Memo::default();
+        let mut distinct = std::collections::BTreeSet::new();
+        for round in 0..2 {
+            if round == 1 {
+                // Repeats with other values were found in the first pass already.
+                assert!(memo.misses < statements.len() as u64, "misses {}", memo.misses);
+            }
+            for (i, st) in statements.iter().enumerate() {
+                let body = doc! {"update": "c", "updates": [st.clone()], "ordered": true, "$db": "shop",
+                "lsid": {"id": i as i64 + round * 1000}};
+                distinct.insert(format!("{:?}", shapes(&mut memo, &body)));
+            }
+        }
+        assert_eq!(memo.hits + memo.misses, 2 * statements.len() as u64);
+        assert!(memo.hits >= statements.len() as u64, "hits {} misses {}", memo.hits, memo.misses);
+        assert!(distinct.len() < statements.len());
+        // Several statements: their order and number are the skeleton's too.
+        let (a, b) = (statements[0].clone(), statements[4].clone());
+        for updates in
+            [vec![a.clone(), b.clone()], vec![b.clone(), a.clone()], vec![a.clone(), a.clone(), b.clone()]]
+        {
+            shapes(&mut memo, &doc! {"update": "c", "updates": updates, "$db": "shop"});
+        }
+    }
+
+    #[test]
+    fn an_update_whose_statements_come_in_a_sequence_is_remembered_too() {
+        use mongotap_wire::{DocumentSequence, Section};
+        let statement = |id: i32| doc! {"q": {"_id": id}, "u": {"$inc": {"n": 1}}};
+        let mut memo = Memo::default();
+        for id in 0..3 {
+            let mut msg = OpMsg::new(mongotap_wire::Document::from_doc(&doc! {"update": "c", "$db": "shop"}));
+            msg.sections.push(Section::Sequence(DocumentSequence {
+                identifier: "updates".into(),
+                documents: [statement(id), statement(id + 1)]
+                    .iter()
+                    .map(mongotap_wire::Document::from_doc)
+                    .collect(),
+            }));
+            let frame = Frame::from_bytes(msg.encode(1, 0)).unwrap();
+            let m = Message::decode(&frame).unwrap();
+            let c = Command::from_message(&m).unwrap();
+            assert_eq!(*memo.shapes(&c), command::shapes(&c)[..]);
+        }
+        assert_eq!((memo.hits, memo.misses), (2, 1));
     }
 
     #[test]
