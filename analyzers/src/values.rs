@@ -274,7 +274,9 @@ impl<'w, P: AsRef<[u8]>> Directed<'w, '_, P> {
     /// `len` bytes), when that key ends the path and `doc` would read it: the
     /// array's documents are then searched for it alone, not walked.
     fn last_key(&self, leaf: bool, deeper: u16, len: usize) -> Option<&'w [u8]> {
-        if leaf || deeper.count_ones() != 1 {
+        // Below a top-level key "" the path is empty and `doc` reads the wanted path
+        // from its start: that rare case goes the long way.
+        if leaf || deeper.count_ones() != 1 || len == 0 {
             return None;
         }
         let only = self.only;
@@ -622,10 +624,10 @@ mod tests {
         };
         // Nested arrays, documents without the key, a key that is an array, `$`-keys,
         // and (`a.c.d.sku`) documents past the depth the walks follow.
-        assert_eq!(values(at_paths_as_whole(doc, &[b"lines.sku"])), [a, d, b, c]);
+        assert_eq!(values(at_paths_as_whole(doc, &[b"lines.sku"])), [a.clone(), d, b, c]);
         assert_eq!(at_paths_as_whole(doc, &[b"authors.$id"]).len(), 1);
         assert!(at_paths_as_whole(doc, &[b"authors.$ref"]).is_empty());
-        at_paths_as_whole(doc, &[b"a.c.d.sku"]);
+        assert!(at_paths_as_whole(doc, &[b"a.c.d.sku"]).is_empty(), "items past the depth read");
         at_paths_as_whole(doc, &[b"lines.sku", b"a.c.d.sku"]);
         // A key written twice in an item: the first counts, as when two paths go
         // down the array and each item is walked key by key.
@@ -643,6 +645,22 @@ mod tests {
         };
         assert_eq!(walk(&[b"lines.sku"]), [int(1)]);
         assert_eq!(walk(&[b"lines.sku", b"lines.qty"]), [int(1)]);
+        // At the last level the walks read, and one past it; and an array under a
+        // top-level key "" (its path is empty: the long way).
+        let items = bson_of(&[(0x03, "0", &bson_of(&[(0x04, "sku", &bson_of(&[(0x02, "0", &a)]))]))]);
+        let lines = bson_of(&[(0x04, "lines", &items)]);
+        let doc = bson_of(&[
+            (0x03, "x", &bson_of(&[(0x03, "y", &lines)])),
+            (0x03, "z", &lines),
+            (0x04, "", &items),
+        ]);
+        let doc = RawDocument::from_bytes(&doc).unwrap();
+        assert_eq!(values(at_paths_as_whole(doc, &[b"z.lines.sku"])), [a]);
+        assert!(
+            at_paths_as_whole(doc, &[b"x.y.lines.sku"]).is_empty(),
+            "the sku array is past the depth read"
+        );
+        assert!(at_paths_as_whole(doc, &[b".sku"]).is_empty());
     }
 
     #[test]

@@ -9,8 +9,7 @@
 //! one shape. Only what [`super::filter`] provably writes from the type alone is
 //! left out of the hash; everything else goes in whole, which costs a miss, never
 //! a wrong shape. `find` and `update`, the commonest commands, are memoised; the
-//! rest are shaped
-//! each time.
+//! rest are shaped each time.
 
 use bson::RawDocument;
 use mongotap_wire::element::{self, Element};
@@ -55,14 +54,15 @@ const COMPARISONS: [&[u8]; 6] = [b"$eq", b"$ne", b"$gt", b"$gte", b"$lt", b"$lte
 pub struct Memo {
     keyed: Keyed,
     shapes: FxHashMap<u64, Vec<StatementShape>>,
-    /// Finds shaped from the memo, and shaped anew (for the tests).
+    /// Commands shaped from the memo, and shaped anew (for the tests).
     hits: u64,
     misses: u64,
 }
 
 impl Memo {
-    /// The shapes of `c`, as [`command::shapes`] writes them: a find's lent from the
-    /// memo (copying them out was two allocations a find), other commands' written.
+    /// The shapes of `c`, as [`command::shapes`] writes them: a find's or an
+    /// update's lent from the memo (copying them out was two allocations a find),
+    /// other commands' written.
     pub fn shapes(&mut self, c: &Command<'_>) -> Cow<'_, [StatementShape]> {
         let skeleton = match c.name {
             "find" => self.find(c.body),
@@ -136,9 +136,9 @@ impl Memo {
                         h.write_u8(b'f');
                         filter(&mut h, q)?;
                     }
-                    (1, Some(u)) if e.kind == 0x03 => {
+                    (1, Some(u)) => {
                         h.write_u8(b'u');
-                        update(&mut h, u)?;
+                        update_document(&mut h, u)?;
                     }
                     _ => whole(&mut h, &e),
                 }
@@ -176,6 +176,12 @@ const COUNT: u64 = 0b11 << 62;
 /// word hashed is a multiplication).
 fn key(h: &mut KeyedHasher, e: &Element<'_>) {
     h.write_u64(HEADER | u64::from(e.kind) | (e.key.len() as u64) << 8);
+    h.write(e.key);
+}
+
+/// A key without its type: an update path, whose value the shape leaves out.
+fn name(h: &mut KeyedHasher, e: &Element<'_>) {
+    h.write_u64(HEADER | (e.key.len() as u64) << 8);
     h.write(e.key);
 }
 
@@ -231,10 +237,10 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
 }
 
 /// An update document's skeleton: what [`super::update_kind`] writes depends on the
-/// keys (operators, paths, a replacement's fields), the types, an array's element
-/// types, and the modifiers' keys of a `$push` or `$addToSet` (`$each`, `$slice`);
-/// not on the values pushed or set.
-fn update(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
+/// keys (operators, paths, a replacement's fields), a replacement's types and
+/// arrays' element types, and the modifiers' keys of a `$push` or `$addToSet`
+/// (`$each`, `$slice`); not on the values an operator sets, nor on their types.
+fn update_document(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
     let dollar = |d: &RawDocument| element::elements(d).next().is_some_and(|e| e.key.first() == Some(&b'$'));
     let operators = dollar(u);
     let mut n = 0usize;
@@ -247,7 +253,7 @@ fn update(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
                 let mut m = 0usize;
                 for path in element::elements(paths) {
                     m += 1;
-                    key(h, &path);
+                    name(h, &path);
                     let Some(mods) = path.as_document().filter(|d| modifiers && dollar(d)) else { continue };
                     h.write_u8(b'm');
                     let mut k = 0usize;
@@ -263,6 +269,8 @@ fn update(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
                 h.write_u8(b'a');
                 h.write_u64(types(&op)?);
             }
+            // An operator's document that cannot be read: whole (it is "?object").
+            (true, None) if op.kind == 0x03 => whole(h, &op),
             // A value the shape writes by its type alone.
             _ => {}
         }
@@ -403,6 +411,9 @@ mod tests {
             doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [2], "$slice": -20}}}},
             doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [1]}}}},
             doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"$each": [1], "$position": 0}}}},
+            doc! {"q": {"_id": 1}, "u": {"$push": {"lines": {"x": 1, "$each": [1]}}}},
+            doc! {"q": {"_id": 1}, "u": {"a": 1, "$set": {"b": 1}}},
+            doc! {"q": {"_id": 1}, "u": {"$set": {"b": 1}, "a": 1}},
             doc! {"q": {"_id": 1}, "u": {"$addToSet": {"tags": {"$each": ["a"]}}}},
             doc! {"q": {"_id": 1}, "u": {"$addToSet": {"tags": "a"}}},
             doc! {"q": {"_id": 1}, "u": {"$set": 1}},
@@ -418,7 +429,9 @@ mod tests {
             doc! {"q": {"a": {"$gt": 5}}, "u": {"$set": {"a": 1}}, "multi": true},
             doc! {"q": {"a": {"$gt": 6}}, "u": {"$set": {"a": 1}}, "multi": false},
             doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "upsert": true},
+            doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "multi": 1},
             doc! {"q": {"a": 1}, "u": {"$set": {"x.$[e].n": 1}}, "arrayFilters": [{"e.n": {"$gt": 1}}]},
+            doc! {"q": {"a": 1}, "u": {"$set": {"x.$[e].n": 1}}, "arrayFilters": [{"e.m": {"$gt": 1}}]},
             doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "hint": "a_1"},
             doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "hint": "b_1"},
             doc! {"q": {"a": 1}, "u": {"$set": {"a": 1}}, "collation": {"locale": "fr"}},
@@ -470,6 +483,52 @@ mod tests {
             assert_eq!(*memo.shapes(&c), command::shapes(&c)[..]);
         }
         assert_eq!((memo.hits, memo.misses), (2, 1));
+        // Statements in the body's array and in a sequence both, in that order.
+        for body_first in [true, false] {
+            let (x, y) = if body_first {
+                (statement(1), doc! {"q": {"a": 1}, "u": {"$set": {"b": 1}}})
+            } else {
+                (doc! {"q": {"a": 1}, "u": {"$set": {"b": 1}}}, statement(1))
+            };
+            let mut msg = OpMsg::new(mongotap_wire::Document::from_doc(
+                &doc! {"update": "c", "updates": [x], "$db": "shop"},
+            ));
+            msg.sections.push(Section::Sequence(DocumentSequence {
+                identifier: "updates".into(),
+                documents: vec![mongotap_wire::Document::from_doc(&y)],
+            }));
+            let frame = Frame::from_bytes(msg.encode(1, 0)).unwrap();
+            let m = Message::decode(&frame).unwrap();
+            let c = Command::from_message(&m).unwrap();
+            assert_eq!(*memo.shapes(&c), command::shapes(&c)[..]);
+        }
+    }
+
+    #[test]
+    fn an_update_statement_with_a_key_written_twice_is_shaped_by_the_one_the_shaper_takes() {
+        let doc = |elements: &[(u8, &str, &[u8])]| crate::values::bson_of(elements);
+        let set = doc(&[(0x03, "$set", &doc(&[(0x10, "a", &1i32.to_le_bytes())]))]);
+        let inc = doc(&[(0x03, "$inc", &doc(&[(0x10, "b", &1i32.to_le_bytes())]))]);
+        let q = doc(&[(0x10, "_id", &1i32.to_le_bytes())]);
+        let mut memo = Memo::default();
+        let mut seen = Vec::new();
+        for (first, last) in [(&set, &inc), (&inc, &set), (&set, &inc)] {
+            let statement = doc(&[(0x03, "q", &q), (0x03, "u", first), (0x03, "u", last)]);
+            let body = doc(&[
+                (0x02, "update", &[&2i32.to_le_bytes()[..], b"c\0"].concat()),
+                (0x04, "updates", &doc(&[(0x03, "0", &statement)])),
+                (0x02, "$db", &[&5i32.to_le_bytes()[..], b"shop\0"].concat()),
+            ]);
+            let body = mongotap_wire::Document::from_bytes(bytes::Bytes::from(body)).unwrap();
+            let frame = Frame::from_bytes(OpMsg::new(body).encode(1, 0)).unwrap();
+            let m = Message::decode(&frame).unwrap();
+            let c = Command::from_message(&m).unwrap();
+            let direct = command::shapes(&c);
+            assert_eq!(*memo.shapes(&c), direct[..]);
+            seen.push(direct);
+        }
+        assert_ne!(seen[0], seen[1], "the last `u` is the one shaped");
+        assert_eq!((memo.hits, memo.misses), (1, 2));
     }
 
     #[test]
