@@ -23,6 +23,7 @@ use mongotap_analyzers::table::TableLimits;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    mongotap::memory::no_huge_pages();
     // The config file only fills in MONGOTAP_* variables the environment lacks; this
     // runs before any thread exists, so changing the environment is sound.
     let args: Vec<String> = std::env::args().collect();
@@ -123,7 +124,6 @@ fn run_proxy(
     config: mongotap::proxy::ProxyConfig,
     mut thresholds: Thresholds,
 ) -> Result<(), String> {
-    mongotap::memory::no_huge_pages();
     let outs = outputs(&args.outputs);
     if let Some(rtt) = args.assumed_rtt_ms {
         if !(rtt > 0.0 && rtt.is_finite()) {

@@ -21,12 +21,15 @@ pub fn give_large_blocks_back() {
     }
 }
 
-/// No transparent huge pages for this process, from now on: for the proxy. mimalloc
-/// asks for them on its arenas (`madvise(MADV_HUGEPAGE)`), so each thread's first
-/// small allocation faulted in a whole 2 MiB page: an idle proxy was 25 MiB
-/// resident instead of 10, and 1,000 connections over 10,000 shapes peaked 18 MiB
-/// higher (bench/proxy.sh's memory step). `mongotap analyze` keeps them: it
-/// allocates fast and briefly, and runs 7-10% faster with them (a 10 MB capture).
+/// No transparent huge pages for this process, from now on. mimalloc asks for them
+/// on its arenas (`madvise(MADV_HUGEPAGE)`), so each thread's first small
+/// allocation faulted in a whole 2 MiB page: an idle proxy was 25 MiB resident
+/// instead of 10, and 1,000 connections over 10,000 shapes peaked 18 MiB higher
+/// (bench/proxy.sh's memory step). `mongotap analyze` goes without them too: where
+/// the kernel compacts memory for a huge page on its first touch (`defrag` set to
+/// `madvise`, the kernel's default), a run right after another program's (tshark's, in
+/// bench/offline.sh) waited on that: a 10 MB capture took 43.9 ms there with them,
+/// 21.4 ms without (medians of 9; back to back 22.6 and 21.0 ms).
 pub fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_THP_DISABLE) takes integers only and changes a flag of
