@@ -25,11 +25,11 @@ pub fn give_large_blocks_back() {
 /// on its arenas (`madvise(MADV_HUGEPAGE)`), so each thread's first small
 /// allocation faulted in a whole 2 MiB page: an idle proxy was 25 MiB resident
 /// instead of 10, and 1,000 connections over 10,000 shapes peaked 18 MiB higher
-/// (bench/proxy.sh's memory step). `mongotap analyze` goes without them too: where
-/// the kernel compacts memory for a huge page on its first touch (`defrag` set to
-/// `madvise`, the kernel's default), a run right after another program's (tshark's, in
-/// bench/offline.sh) waited on that: a 10 MB capture took 43.9 ms there with them,
-/// 21.4 ms without (medians of 9; back to back 22.6 and 21.0 ms).
+/// (bench/proxy.sh's memory step). `mongotap analyze` goes without them too: a 10
+/// MB capture faulted in 13 of them, each zeroed whole, and right after another
+/// program's run (tshark's, in bench/offline.sh) that took 51.8 ms with them and
+/// 23.5 ms without (medians of 9; back to back 21.3 and 21.5 ms). The kernel
+/// counted no compaction stall in those runs: the time is in the faults themselves.
 pub fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_THP_DISABLE) takes integers only and changes a flag of

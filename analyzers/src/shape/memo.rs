@@ -454,6 +454,15 @@ mod tests {
         assert_eq!(memo.hits + memo.misses, 2 * statements.len() as u64);
         assert!(memo.hits >= statements.len() as u64, "hits {} misses {}", memo.hits, memo.misses);
         assert!(distinct.len() < statements.len());
+        // A value's type is no part of an operator's path: one skeleton.
+        let before = memo.misses;
+        for value in [Bson::Int32(1), Bson::String("x".into()), Bson::Document(doc! {"y": 1})] {
+            shapes(
+                &mut memo,
+                &doc! {"update": "c", "updates": [{"q": {"_id": 9}, "u": {"$set": {"typed": value}}}], "$db": "shop"},
+            );
+        }
+        assert_eq!(memo.misses, before + 1);
         // Several statements: their order and number are the skeleton's too.
         let (a, b) = (statements[0].clone(), statements[4].clone());
         for updates in
