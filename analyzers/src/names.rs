@@ -4,7 +4,6 @@
 //! end up in a report as a "field", and documents keyed by values must not fill
 //! the table.
 
-use mongotap_wire::element;
 use rustc_hash::FxHashMap;
 
 use crate::values::At;
@@ -20,10 +19,6 @@ pub(crate) struct Paths {
     names: Vec<(String, Option<usize>)>,
     /// Paths refused: not plausible field names, or the table was full.
     pub(crate) refused: u64,
-    /// The ids looked up last, tried before the map: requests ask by few fields
-    /// (`_id`, `customerId`), each looked up again for every request.
-    recent: [Option<u32>; 4],
-    next: usize,
 }
 
 /// Whether `path` reads as a dotted path of field names.
@@ -51,15 +46,8 @@ pub(crate) fn plausible(path: &[u8]) -> bool {
 
 impl Paths {
     pub(crate) fn id(&mut self, at: At<'_>) -> Option<u32> {
-        let names = &self.names;
-        let same = |id: &u32| names.get(*id as usize).is_some_and(|n| element::same(n.0.as_bytes(), at.path));
-        if let Some(id) = self.recent.iter().flatten().find(|id| same(id)) {
+        if let Some(id) = self.ids.get(at.path) {
             return Some(*id);
-        }
-        if let Some(id) = self.ids.get(at.path).copied() {
-            self.recent[self.next] = Some(id);
-            self.next = (self.next + 1) % self.recent.len();
-            return Some(id);
         }
         if self.names.len() >= MAX_PATHS || !plausible(at.path) {
             self.refused += 1;
@@ -100,26 +88,5 @@ mod tests {
         assert_eq!((p.name(0), p.array(0)), ("tags", Some(4)));
         assert_eq!(p.id(At { path: b"1234", array: None }), None);
         assert_eq!(p.refused, 1);
-    }
-
-    #[test]
-    fn a_path_has_one_id_whether_it_was_looked_up_last_or_long_ago() {
-        let mut p = Paths::default();
-        let names: Vec<String> = (0..10).map(|i| format!("f{i}")).collect();
-        fn at(n: &str) -> At<'_> {
-            At { path: n.as_bytes(), array: None }
-        }
-        let first: Vec<Option<u32>> = names.iter().map(|n| p.id(at(n))).collect();
-        // Round and round, more paths than are kept as recent, and one asked twice
-        // in a row: the same ids, never a neighbour's.
-        for round in 0..3 {
-            for (i, n) in names.iter().enumerate().rev() {
-                assert_eq!(p.id(at(n)), first[i], "{n} in round {round}");
-                assert_eq!(p.id(at(n)), first[i], "{n} again");
-            }
-        }
-        assert_eq!(p.id(At { path: b"f1x", array: None }), Some(10));
-        assert_eq!(p.id(At { path: b"f", array: None }), Some(11));
-        assert_eq!(p.names.len(), 12);
     }
 }
