@@ -166,8 +166,9 @@ pub fn shapes(c: &Command<'_>) -> Vec<StatementShape> {
     }
 }
 
-/// The names an update statement's parts go by: `update`'s and `bulkWrite`'s.
-const UPDATE_KEYS: [&str; 7] = ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"];
+/// The names an update statement's parts go by: `update`'s and `bulkWrite`'s (the
+/// memo hashes the same parts of an update).
+pub(super) const UPDATE_KEYS: [&str; 7] = ["q", "u", "multi", "upsert", "arrayFilters", "collation", "hint"];
 const BULK_UPDATE_KEYS: [&str; 7] =
     ["filter", "updateMods", "multi", "upsert", "arrayFilters", "collation", "hint"];
 

@@ -126,17 +126,17 @@ impl Memo {
         for d in &statements {
             let mut n = 0usize;
             for e in element::elements(d) {
-                let Some(part) = update_part(e.key) else {
+                if !command::UPDATE_KEYS.iter().any(|k| element::same(k.as_bytes(), e.key)) {
                     continue; // sort, c, and what else the shape leaves out
-                };
+                }
                 n += 1;
                 key(&mut h, &e);
-                match (part, e.as_document()) {
-                    (0, Some(q)) => {
+                match (e.key, e.as_document()) {
+                    (b"q", Some(q)) => {
                         h.write_u8(b'f');
                         filter(&mut h, q)?;
                     }
-                    (1, Some(u)) => {
+                    (b"u", Some(u)) => {
                         h.write_u8(b'u');
                         update_document(&mut h, u)?;
                     }
@@ -148,21 +148,6 @@ impl Memo {
         h.write_u64(COUNT | statements.len() as u64);
         Some(h.finish())
     }
-}
-
-/// Which of an update statement's fields that make its shape `key` is: q, u, multi,
-/// upsert, arrayFilters, collation, hint.
-fn update_part(key: &[u8]) -> Option<usize> {
-    Some(match key {
-        b"q" => 0,
-        b"u" => 1,
-        b"multi" => 2,
-        b"upsert" => 3,
-        b"arrayFilters" => 4,
-        b"collation" => 5,
-        b"hint" => 6,
-        _ => return None,
-    })
 }
 
 /// The top two bits of the words that say what follows, so that no element's
