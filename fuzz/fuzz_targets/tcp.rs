@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
             fin: head[0] & 8 != 0,
             rst: head[0] & 16 != 0,
             payload,
+            shared: None,
         };
         r.segment(at, seg, &mut emit);
         if jump >= 0 {

@@ -99,9 +99,9 @@ pub fn analyze(
             }
         };
         let (before_events, before_dropped) = (feeder.events, feeder.dropped);
-        // Traces and captures are read, decoded and paired on a second thread, their
-        // documents walked for the schemas on a third, while this one analyses; a
-        // log files plans by the operation just fed, so it is read here.
+        // Traces and captures are read, decoded and paired, and their documents
+        // walked for the schemas, on a second thread while this one analyses; a log
+        // files plans by the operation just fed, so it is read here.
         let feeder = &mut feeder;
         let notes = match kind {
             InputKind::Trace => pipeline.split(|front| read_trace(path, feeder, front, opts))?,

@@ -6,6 +6,8 @@ use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
+use bytes::{Bytes, BytesMut};
+
 use mongotap_events::TapEvent;
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
@@ -48,18 +50,29 @@ pub fn read_from(
     read_with(input, name, emit, opts, Progress::new(Path::new(name), opts.progress))
 }
 
-/// The bytes read and not yet parsed, in one buffer that grows only for a block
-/// larger than it. (The crate's own readers zero an 8 MB buffer and fault it in
-/// page by page: a third of the time spent on a 10 MB capture.)
+/// The bytes read and not yet parsed. Replies' frames share the buffer they were
+/// read into (see `tcp::emit_message`), so each read goes into a buffer no frame
+/// holds any longer: the last one, or one given up earlier, or a new one. (The
+/// crate's own readers zero an 8 MB buffer and fault it in page by page: a third
+/// of the time spent on a 10 MB capture.)
 struct Window<R> {
     input: R,
-    buf: Vec<u8>,
+    /// The current buffer, whole: bytes read up to `end`, parsed up to `start`.
+    buf: Bytes,
     start: usize,
     end: usize,
+    /// What a buffer holds: grows only for a block larger than it.
+    size: usize,
+    /// Buffers given up while frames still shared them, oldest first.
+    spares: Vec<Bytes>,
 }
 
 /// A window's size to begin with.
 const WINDOW: usize = 256 << 10;
+
+/// Buffers given up and kept to read into again. The frames in flight between the
+/// reading and the analysis (a few hundred operations) hold a few of them.
+const SPARES: usize = 16;
 
 /// A block larger than this is not a packet anyone captured: the file is damaged.
 const MAX_BLOCK: usize = 256 << 20;
@@ -75,37 +88,77 @@ enum Parsed {
 
 impl<R: Read> Window<R> {
     fn new(input: R) -> Self {
-        Window { input, buf: vec![0; WINDOW], start: 0, end: 0 }
+        Window { input, buf: Bytes::new(), start: 0, end: 0, size: WINDOW, spares: Vec::new() }
     }
 
     fn bytes(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
 
-    /// Moves the unparsed bytes to the front and reads more after them (growing the
-    /// buffer when a block fills it); false at the end of the input.
+    /// The buffer [`Window::bytes`] lies in, for frames to share.
+    fn shared(&self) -> &Bytes {
+        &self.buf
+    }
+
+    /// Moves the unparsed bytes to the front of a buffer no frame holds and reads
+    /// more after them (growing the buffer when a block fills it); false at the end
+    /// of the input.
     fn more(&mut self) -> Result<bool, String> {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        if self.end == self.buf.len() {
-            if self.buf.len() >= MAX_BLOCK {
+        let kept = self.end - self.start;
+        if kept == self.size {
+            if self.size >= MAX_BLOCK {
                 return Err(format!("a block larger than {} MB", MAX_BLOCK >> 20));
             }
-            self.buf.resize(self.buf.len() * 2, 0);
+            self.size *= 2;
         }
-        loop {
-            match self.input.read(&mut self.buf[self.end..]) {
-                Ok(n) => {
-                    self.end += n;
-                    return Ok(n > 0);
-                }
+        let mut next = match std::mem::take(&mut self.buf).try_into_mut() {
+            // No frame shares it: the unparsed bytes move to its front.
+            Ok(mut same) if same.len() == self.size => {
+                same.copy_within(self.start..self.end, 0);
+                same
+            }
+            Ok(old) => {
+                let mut next = self.spare();
+                next[..kept].copy_from_slice(&old[self.start..self.end]);
+                next
+            }
+            Err(old) => {
+                let mut next = self.spare();
+                next[..kept].copy_from_slice(&old[self.start..self.end]);
+                self.give_up(old);
+                next
+            }
+        };
+        let n = loop {
+            match self.input.read(&mut next[kept..]) {
+                Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.to_string()),
             }
+        };
+        (self.buf, self.start, self.end) = (next.freeze(), 0, kept + n);
+        Ok(n > 0)
+    }
+
+    /// A buffer of the window's size: a spare no frame holds any longer, or a new
+    /// one (zeroed: memory fresh from the system is zero already, so nothing is
+    /// written twice; a read into memory never written would have it zeroed first).
+    fn spare(&mut self) -> BytesMut {
+        while let Some(i) = self.spares.iter().position(Bytes::is_unique) {
+            let spare = self.spares.remove(i).try_into_mut().expect("no frame holds it");
+            if spare.len() == self.size {
+                return spare;
+            }
         }
+        BytesMut::zeroed(self.size)
+    }
+
+    /// Keeps `b` to read into again once its frames are gone.
+    fn give_up(&mut self, b: Bytes) {
+        if self.spares.len() == SPARES {
+            self.spares.remove(0);
+        }
+        self.spares.push(b);
     }
 
     /// Acts on what the parser made of the bytes: consumes them, or reads more.
@@ -118,7 +171,7 @@ impl<R: Read> Window<R> {
             }
             Parsed::Short => match self.more()? {
                 true => Ok(true),
-                false if self.start == self.end => Ok(false),
+                false if self.bytes().is_empty() => Ok(false),
                 false => Err("the capture ends inside a block".into()),
             },
             Parsed::Failed(e) => Err(e),
@@ -155,14 +208,17 @@ fn read_with(
     let mut tcp = Reassembler::new(opts.port);
     let mut packets = 0u64;
     let mut not_tcp = 0u64;
-    let mut on_packet = |link: DataLink, ts: std::time::Duration, data: &[u8], tcp: &mut Reassembler| {
-        packets += 1;
-        progress.tick(packets);
-        match parse(link, data) {
-            Some(seg) => tcp.segment(ts.as_micros() as u64, seg, emit),
-            None => not_tcp += 1,
-        }
-    };
+    let mut on_packet =
+        |link: DataLink, ts: std::time::Duration, data: &[u8], shared: &Bytes, tcp: &mut Reassembler| {
+            packets += 1;
+            progress.tick(packets);
+            match parse(link, data) {
+                Some(seg) => {
+                    tcp.segment(ts.as_micros() as u64, Segment { shared: Some(shared), ..seg }, emit)
+                }
+                None => not_tcp += 1,
+            }
+        };
     let mut error = None;
     if head == [0x0a, 0x0d, 0x0d, 0x0a] {
         let mut ng: Option<PcapNgParser> = None;
@@ -170,7 +226,7 @@ fn read_with(
         let mut links: Vec<DataLink> = Vec::new();
         let mut units: Vec<u8> = Vec::new();
         loop {
-            let bytes = w.bytes();
+            let (bytes, shared) = (w.bytes(), w.shared());
             let step = match &mut ng {
                 None => parsed(bytes.len(), PcapNgParser::new(bytes), |p| ng = Some(p)),
                 Some(p) => parsed(bytes.len(), p.next_block(bytes), |block| match block {
@@ -193,11 +249,11 @@ fn read_with(
                         // the interface's if_tsresol (microseconds when absent).
                         let ts =
                             timestamp(p.timestamp.as_nanos() as u64, units.get(id).copied().unwrap_or(6));
-                        on_packet(link, ts, &p.data, &mut tcp);
+                        on_packet(link, ts, &p.data, shared, &mut tcp);
                     }
                     Block::SimplePacket(p) => {
                         let link = links.first().copied().unwrap_or(DataLink::ETHERNET);
-                        on_packet(link, std::time::Duration::ZERO, &p.data, &mut tcp);
+                        on_packet(link, std::time::Duration::ZERO, &p.data, shared, &mut tcp);
                     }
                     _ => {}
                 }),
@@ -215,13 +271,13 @@ fn read_with(
     } else {
         let mut header: Option<PcapParser> = None;
         loop {
-            let bytes = w.bytes();
+            let (bytes, shared) = (w.bytes(), w.shared());
             let step = match &header {
                 None => parsed(bytes.len(), PcapParser::new(bytes), |p| header = Some(p)),
                 Some(h) => {
                     let link = h.header().datalink;
                     parsed(bytes.len(), h.next_packet(bytes), |p| {
-                        on_packet(link, p.timestamp, &p.data, &mut tcp)
+                        on_packet(link, p.timestamp, &p.data, shared, &mut tcp)
                     })
                 }
             };
@@ -346,6 +402,7 @@ fn tcp(src: IpAddr, dst: IpAddr, t: &[u8]) -> Option<Segment<'_>> {
         fin: flags & 0x01 != 0,
         rst: flags & 0x04 != 0,
         payload: t.get(offset..)?,
+        shared: None,
     })
 }
 
@@ -353,8 +410,9 @@ fn tcp(src: IpAddr, dst: IpAddr, t: &[u8]) -> Option<Segment<'_>> {
 mod tests {
     use super::*;
     use bson::doc;
+    use mongotap_analyzers::pipeline::Feed;
     use mongotap_analyzers::pipeline::Pipeline;
-    use mongotap_analyzers::report::{Report, RunFacts};
+    use mongotap_analyzers::report::{json, Report, RunFacts};
     use mongotap_wire::{Compressor, Document, OpCompressed, OpMsg};
     use pcap_file::pcap::{PcapPacket, PcapWriter};
 
@@ -463,5 +521,76 @@ mod tests {
 
         let err = read_from(&file[..10], "mem", &mut |_| {}, &OfflineOptions::default()).unwrap_err();
         assert!(err.starts_with("mem: "), "{err}");
+    }
+
+    #[test]
+    fn the_window_reads_into_a_buffer_again_once_no_frame_holds_it() {
+        let data: Vec<u8> = (0..WINDOW * 3).map(|i| (i % 251) as u8).collect();
+        let mut w = Window::new(&data[..]);
+        assert!(w.more().unwrap());
+        let first = w.shared().as_ptr();
+        // A frame holds the first buffer: the next read goes into another.
+        let frame = w.shared().slice_ref(&w.bytes()[10..20]);
+        w.start = w.end - 5;
+        assert!(w.more().unwrap());
+        assert_ne!(w.shared().as_ptr(), first);
+        assert_eq!(&w.bytes()[..5], &data[WINDOW - 5..WINDOW], "the unparsed bytes come along");
+        assert_eq!(&frame[..], &data[10..20]);
+        // Once it is gone, the first buffer is read into again.
+        drop(frame);
+        let held = w.shared().slice_ref(&w.bytes()[..1]);
+        w.start = w.end;
+        assert!(w.more().unwrap());
+        assert_eq!(w.shared().as_ptr(), first);
+        assert_eq!(w.bytes(), &data[2 * WINDOW - 5..3 * WINDOW - 5]);
+        drop(held);
+        // Nothing holds the current one: it is read into in place.
+        let current = w.shared().as_ptr();
+        w.start = w.end;
+        assert!(w.more().unwrap());
+        assert_eq!(w.shared().as_ptr(), current);
+        assert_eq!(w.bytes(), &data[3 * WINDOW - 5..]);
+        w.start = w.end;
+        assert!(!w.more().unwrap(), "the end of the input");
+    }
+
+    #[test]
+    fn a_capture_read_through_many_buffers_gives_what_one_buffer_gives() {
+        // Replies that share buffers, kept alive in the pipeline's batches while
+        // later buffers are read: the same report as a capture read in one piece.
+        let mut file = Vec::new();
+        {
+            let mut w = PcapWriter::new(&mut file).unwrap();
+            let (mut cs, mut ss) = (1000u32, 9000u32);
+            for i in 1..=2000 {
+                let q = OpMsg::new(Document::from_doc(&doc! {"find": "c", "filter": {"_id": i}, "$db": "d"}))
+                    .encode(i, 0)
+                    .to_vec();
+                let docs: Vec<bson::Document> =
+                    (0..20).map(|k| doc! {"_id": i, "k": k, "pad": "x".repeat(40)}).collect();
+                let r = OpMsg::new(Document::from_doc(
+                    &doc! {"cursor": {"firstBatch": docs, "id": 0i64, "ns": "d.c"}, "ok": 1.0},
+                ))
+                .encode(10_000 + i, i)
+                .to_vec();
+                for (client, bytes) in [(true, q), (false, r)] {
+                    let seq = if client { &mut cs } else { &mut ss };
+                    let data = packet(client, *seq, &bytes);
+                    *seq = seq.wrapping_add(bytes.len() as u32);
+                    let at = std::time::Duration::from_micros(u64::from(i as u32) * 100);
+                    w.write_packet(&PcapPacket::new(at, data.len() as u32, &data)).unwrap();
+                }
+            }
+        }
+        assert!(file.len() > 4 * WINDOW, "several buffers: {} bytes", file.len());
+        let report = |p: &Pipeline| json::render(&Report::build(p, RunFacts::default()));
+        let mut one = Pipeline::default();
+        read_from(&file[..], "mem", &mut |ev| one.feed(ev), &OfflineOptions::default()).unwrap();
+        let mut two = Pipeline::default();
+        two.split(|front| read_from(&file[..], "mem", &mut |ev| front.feed(ev), &OfflineOptions::default()))
+            .unwrap();
+        assert_eq!(one.operations(), 2000);
+        assert_eq!(two.operations(), 2000);
+        assert_eq!(report(&two), report(&one));
     }
 }

@@ -38,6 +38,9 @@ pub struct Segment<'a> {
     pub rst: bool,
     /// The data.
     pub payload: &'a [u8],
+    /// The buffer `payload` lies in, when replies cut from it may share it
+    /// rather than be copied out (see [`emit_message`]).
+    pub shared: Option<&'a Bytes>,
 }
 
 /// What reassembly saw.
@@ -162,13 +165,17 @@ impl Reassembler {
                 }
             }
             let half = &mut flow.halves[usize::from(dir == Direction::ToClient)];
-            half.data(s.seq, s.payload, &mut Sink { conn, dir, at, stats: &mut self.stats, emit });
+            half.data(
+                s.seq,
+                s.payload,
+                &mut Sink { conn, dir, at, shared: s.shared, stats: &mut self.stats, emit },
+            );
         }
         let half =
             &mut self.flows.get_mut(&key).expect("present").halves[usize::from(dir == Direction::ToClient)];
         if s.fin || s.rst {
             half.fin = true;
-            half.give_up_holes(&mut Sink { conn, dir, at, stats: &mut self.stats, emit });
+            half.give_up_holes(&mut Sink { conn, dir, at, shared: None, stats: &mut self.stats, emit });
         }
         let flow = self.flows.get(&key).expect("present");
         if s.rst || flow.halves.iter().all(|h| h.fin) {
@@ -188,6 +195,7 @@ impl Reassembler {
                     conn: f.conn,
                     dir,
                     at: self.last_at,
+                    shared: None,
                     stats: &mut self.stats,
                     emit,
                 });
@@ -228,6 +236,7 @@ struct Sink<'a> {
     conn: ConnId,
     dir: Direction,
     at: Micros,
+    shared: Option<&'a Bytes>,
     stats: &'a mut TcpStats,
     emit: &'a mut dyn FnMut(TapEvent),
 }
@@ -378,9 +387,12 @@ fn cut(b: &[u8]) -> Cut {
     }
 }
 
-/// Emits one whole message, copied: a frame that shared the capture's or the
-/// stream's buffer would keep it from being reused while the frame lives (a
-/// request waits for its reply).
+/// Emits one whole message. A reply that lies in the capture's buffer shares it: it
+/// completes its operation at once, so it holds that buffer only while its batch is
+/// analysed (a 10 MB capture: 867 of its 1,489 page faults were these copies, each
+/// into memory not touched before). Anything else is copied: a request waits for its
+/// reply, a message from the stream's buffer keeps that buffer from being reused,
+/// and neither should keep a whole buffer of the capture alive meanwhile.
 fn emit_message(b: &[u8], out: &mut Sink<'_>) {
     out.stats.messages += 1;
     let (conn, dir, at) = (out.conn, out.dir, out.at);
@@ -389,10 +401,20 @@ fn emit_message(b: &[u8], out: &mut Sink<'_>) {
         out.emit(TapEvent::TooLarge { conn, dir, at, header });
         return;
     }
-    match Frame::from_bytes(Bytes::copy_from_slice(b)) {
+    let bytes = match out.shared.filter(|s| dir == Direction::ToClient && lies_in(b, s)) {
+        Some(s) => s.slice_ref(b),
+        None => Bytes::copy_from_slice(b),
+    };
+    match Frame::from_bytes(bytes) {
         Ok(frame) => out.emit(TapEvent::Message { conn, dir, at, frame }),
         Err(error) => out.emit(TapEvent::Unframeable { conn, dir, at, error }),
     }
+}
+
+/// Whether `part` lies within `whole`'s bytes.
+fn lies_in(part: &[u8], whole: &[u8]) -> bool {
+    let (p, w) = (part.as_ptr_range(), whole.as_ptr_range());
+    w.start <= p.start && p.end <= w.end
 }
 
 /// Whether a message plausibly starts at `b`: a sane length and opcode, and for
@@ -464,6 +486,7 @@ mod tests {
             fin: false,
             rst: false,
             payload,
+            shared: None,
         }
     }
 
@@ -501,6 +524,51 @@ mod tests {
         }
         r.finish(&mut |e| evs.push(e));
         (evs, r.stats())
+    }
+
+    #[test]
+    fn a_reply_in_the_shared_buffer_shares_it_and_a_request_is_copied() {
+        // One buffer holding a request, a reply, and a reply split in two segments.
+        let (q, r, split) = (req(1), reply(1), reply(2));
+        let mut all = Vec::new();
+        for part in [&q[..], &r[..], &split[..]] {
+            all.extend_from_slice(part);
+        }
+        let buf = Bytes::from(all);
+        let (a, b) = (q.len(), q.len() + r.len());
+        let half = b + split.len() / 2;
+        let mut rs = Reassembler::new(None);
+        let mut evs = Vec::new();
+        // The handshake: each side's stream starts at a message.
+        for (client, isn) in [(true, 999), (false, 8999)] {
+            let s = Segment { syn: true, ack: !client, ..seg(client, isn, &[]) };
+            rs.segment(0, s, &mut |e| evs.push(e));
+        }
+        let server = 9000 + r.len() as u32;
+        for (client, seq, range) in [
+            (true, 1000, 0..a),
+            (false, 9000, a..b),
+            (false, server, b..half),
+            (false, server + (half - b) as u32, half..buf.len()),
+        ] {
+            let s = Segment { shared: Some(&buf), ..seg(client, seq, &buf[range]) };
+            rs.segment(0, s, &mut |e| evs.push(e));
+        }
+        let frames: Vec<(Direction, &Bytes)> = evs
+            .iter()
+            .filter_map(|e| match e {
+                TapEvent::Message { dir, frame, .. } => Some((*dir, &frame.bytes)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(frames.len(), 3);
+        let within = |f: &Bytes| lies_in(f, &buf);
+        assert_eq!(frames[0].0, Direction::ToServer);
+        assert!(!within(frames[0].1), "a request waits for its reply: copied");
+        assert_eq!((frames[1].0, &frames[1].1[..]), (Direction::ToClient, &r[..]));
+        assert!(within(frames[1].1), "a whole reply in the buffer shares it");
+        assert_eq!(&frames[2].1[..], &split[..]);
+        assert!(!within(frames[2].1), "a reply put together from two segments is copied");
     }
 
     #[test]
