@@ -246,7 +246,7 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
         print!("{}", mongotap_analyzers::report::markdown::render(&r));
     }
     eprint!("{}", summary(&r));
-    Ok(())
+    mongotap::memory::exit_without_freeing(0)
 }
 
 fn run_replay(args: ReplayArgs, thresholds: Thresholds) -> Result<ExitCode, String> {
