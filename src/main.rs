@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cli::{AnalyzeArgs, Cli, Commands, ProxyArgs, ReplayArgs, ReportArgs};
-use mongotap::output::{summary, Outputs};
+use mongotap::output::{print, summary, Outputs};
 use mongotap::proxy::Proxy;
 use mongotap::side_connection::{SideConfig, SideConnection};
 use mongotap_analyzers::detectors::indexes::catalog::IndexCatalog;
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
         Commands::Replay(args) => run_replay(args, thresholds),
         Commands::Report(args) => run_report(args),
         Commands::Detectors(_) => {
-            print!("{}", thresholds.to_toml_comments());
+            print(&thresholds.to_toml_comments());
             Ok(ExitCode::SUCCESS)
         }
         Commands::Top(args) => {
@@ -243,7 +243,7 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
     if outs.any() {
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
     } else {
-        print!("{}", mongotap_analyzers::report::markdown::render(&r));
+        print(&mongotap_analyzers::report::markdown::render(&r));
     }
     eprint!("{}", summary(&r));
     mongotap::memory::exit_without_freeing(0)
@@ -266,7 +266,7 @@ fn run_replay(args: ReplayArgs, thresholds: Thresholds) -> Result<ExitCode, Stri
         "Replayed {} requests on {} connections to {target} ({} answered; left out: {} auth commands, {} awaitable hellos; {} cursor ids mapped)\n",
         stats.sent, stats.connections, stats.answered, stats.auth_skipped, stats.monitoring_skipped, stats.cursors_mapped
     );
-    print!("{}", mongotap::replay::compare(&b, &a));
+    print(&mongotap::replay::compare(&b, &a));
     if stats.failed_connections > 0 {
         eprintln!(
             "mongotap: {} connections could not be replayed to the end; the first: {}",
@@ -315,7 +315,7 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
         if outs.any() {
             outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
         } else {
-            print!("{}", mongotap_analyzers::report::markdown::render(&r));
+            print(&mongotap_analyzers::report::markdown::render(&r));
         }
         eprint!("{}", summary(&r));
         return Ok(ExitCode::SUCCESS);
@@ -326,7 +326,7 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
     if outs.any() {
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
     } else if args.baseline.is_none() {
-        print!("{}", mongotap_analyzers::report::markdown::render(&r));
+        print(&mongotap_analyzers::report::markdown::render(&r));
     }
     let Some(baseline) = &args.baseline else { return Ok(ExitCode::SUCCESS) };
     let verdict = gate::compare(&r, &read_report(baseline)?, &args.fail_on);

@@ -112,6 +112,17 @@ pub fn summary(r: &Report) -> String {
     s
 }
 
+/// Writes `text` to stdout. A reader that went away (`mongotap analyze t.pcap |
+/// head`) ends the output quietly, as it ends `cat`'s, where `print!` panicked.
+pub fn print(text: &str) {
+    let mut out = io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            eprintln!("mongotap: writing to stdout: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

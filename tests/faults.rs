@@ -277,3 +277,23 @@ async fn a_full_disk_under_a_trace_is_said_once_and_the_trace_stays_readable() {
     assert!(ops >= 40, "before and after the full disk: {ops}");
     assert!(r["traffic"]["gaps"].as_u64().unwrap() >= 1, "the lost records are a gap in the trace");
 }
+
+/// `mongotap analyze log | head`: the reader is gone before the report is printed.
+/// The output ends quietly and the command succeeds, where `print!` panicked.
+#[test]
+fn a_reader_that_goes_away_ends_the_printed_report_quietly() {
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mongod/slow_queries.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .arg("analyze")
+        .arg(&log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("writing to stdout"), "{err}");
+    assert!(err.contains("slow_queries.log: mongod log"), "the summary still goes to stderr: {err}");
+}
