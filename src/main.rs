@@ -76,10 +76,7 @@ fn main() -> ExitCode {
         },
         Commands::Replay(args) => run_replay(args, thresholds),
         Commands::Report(args) => run_report(args),
-        Commands::Detectors(_) => {
-            print(&thresholds.to_toml_comments());
-            Ok(ExitCode::SUCCESS)
-        }
+        Commands::Detectors(_) => print(&thresholds.to_toml_comments()).map(|()| ExitCode::SUCCESS),
         Commands::Top(args) => {
             if !(0.1..=3600.0).contains(&args.interval) || args.rows == 0 {
                 eprintln!("mongotap: --interval takes 0.1 to 3600 seconds, --rows 1 or more");
@@ -243,7 +240,7 @@ fn run_analyze(args: AnalyzeArgs, thresholds: Thresholds) -> Result<(), String> 
     if outs.any() {
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
     } else {
-        print(&mongotap_analyzers::report::markdown::render(&r));
+        print(&mongotap_analyzers::report::markdown::render(&r))?;
     }
     eprint!("{}", summary(&r));
     mongotap::memory::exit_without_freeing(0)
@@ -262,11 +259,11 @@ fn run_replay(args: ReplayArgs, thresholds: Thresholds) -> Result<ExitCode, Stri
         rt.block_on(mongotap::replay::replay(&args.traces, &target, args.speed, &mut before, &mut after))?;
     let (b, a) = (Report::build(&before, RunFacts::default()), Report::build(&after, RunFacts::default()));
     outputs(&args.outputs).write(&a).map_err(|e| format!("writing the report: {e}"))?;
-    println!(
-        "Replayed {} requests on {} connections to {target} ({} answered; left out: {} auth commands, {} awaitable hellos; {} cursor ids mapped)\n",
+    print(&format!(
+        "Replayed {} requests on {} connections to {target} ({} answered; left out: {} auth commands, {} awaitable hellos; {} cursor ids mapped)\n\n",
         stats.sent, stats.connections, stats.answered, stats.auth_skipped, stats.monitoring_skipped, stats.cursors_mapped
-    );
-    print(&mongotap::replay::compare(&b, &a));
+    ))?;
+    print(&mongotap::replay::compare(&b, &a))?;
     if stats.failed_connections > 0 {
         eprintln!(
             "mongotap: {} connections could not be replayed to the end; the first: {}",
@@ -315,7 +312,7 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
         if outs.any() {
             outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
         } else {
-            print(&mongotap_analyzers::report::markdown::render(&r));
+            print(&mongotap_analyzers::report::markdown::render(&r))?;
         }
         eprint!("{}", summary(&r));
         return Ok(ExitCode::SUCCESS);
@@ -326,26 +323,26 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
     if outs.any() {
         outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
     } else if args.baseline.is_none() {
-        print(&mongotap_analyzers::report::markdown::render(&r));
+        print(&mongotap_analyzers::report::markdown::render(&r))?;
     }
     let Some(baseline) = &args.baseline else { return Ok(ExitCode::SUCCESS) };
     let verdict = gate::compare(&r, &read_report(baseline)?, &args.fail_on);
     for line in verdict.new_findings.iter().chain(&verdict.new_shapes) {
-        println!("{line}");
+        print(&format!("{line}\n"))?;
     }
     if verdict.fails() {
-        println!(
-            "mongotap gate: FAILED ({} new findings, {} new shapes versus {})",
+        print(&format!(
+            "mongotap gate: FAILED ({} new findings, {} new shapes versus {})\n",
             verdict.new_findings.len(),
             verdict.new_shapes.len(),
             baseline.display()
-        );
+        ))?;
         return Ok(ExitCode::from(3));
     }
-    println!(
-        "mongotap gate: passed (nothing new of {} versus {})",
+    print(&format!(
+        "mongotap gate: passed (nothing new of {} versus {})\n",
         args.fail_on.join(","),
         baseline.display()
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

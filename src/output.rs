@@ -113,13 +113,13 @@ pub fn summary(r: &Report) -> String {
 }
 
 /// Writes `text` to stdout. A reader that went away (`mongotap analyze t.pcap |
-/// head`) ends the output quietly, as it ends `cat`'s, where `print!` panicked.
-pub fn print(text: &str) {
+/// head`) ends the output quietly, with success, where `print!` panicked; any
+/// other failure (a full disk under `> report.md`) is an error.
+pub fn print(text: &str) -> Result<(), String> {
     let mut out = io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("mongotap: writing to stdout: {e}");
-        }
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing to stdout: {e}")),
+        _ => Ok(()),
     }
 }
 

@@ -297,3 +297,20 @@ fn a_reader_that_goes_away_ends_the_printed_report_quietly() {
     assert!(!err.contains("panicked") && !err.contains("writing to stdout"), "{err}");
     assert!(err.contains("slow_queries.log: mongod log"), "the summary still goes to stderr: {err}");
 }
+
+/// `mongotap analyze log > report.md` on a full disk: an error and a failed status,
+/// not a truncated report with success.
+#[test]
+fn a_printed_report_that_cannot_be_written_fails_the_command() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    let log = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mongod/slow_queries.log");
+    let o = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .arg("analyze")
+        .arg(&log)
+        .stdout(Stdio::from(full))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("writing to stdout") && !err.contains("panicked"), "{err}");
+}

@@ -71,8 +71,8 @@ enum Step {
 /// of 64 do (bench/offline.sh).
 const BATCH: usize = 64;
 
-/// Batches in flight between the threads: bounded memory. The analyzers' thread is
-/// the slower one, so the reading runs ahead by this much whatever it is; more only
+/// Batches in flight between the threads: bounded memory. When the analyzers are
+/// the slower side, the reading runs ahead by this much whatever it is; more only
 /// held more operations.
 const BATCHES: usize = 8;
 

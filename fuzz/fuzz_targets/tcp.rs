@@ -17,7 +17,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(frame.header.message_length as usize, frame.bytes.len());
         }
     };
-    let mut rest = data;
+    // The input as the capture's buffer: replies cut whole from a segment share it.
+    let buf = bytes::Bytes::copy_from_slice(data);
+    let mut rest = &buf[..];
     let mut at = 0;
     while rest.len() >= 4 {
         let (head, tail) = rest.split_at(4);
@@ -38,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
             fin: head[0] & 8 != 0,
             rst: head[0] & 16 != 0,
             payload,
-            shared: None,
+            shared: (head[0] & 32 != 0).then_some(&buf),
         };
         r.segment(at, seg, &mut emit);
         if jump >= 0 {

@@ -117,23 +117,25 @@ impl<R: Read> Window<R> {
                 same.copy_within(self.start..self.end, 0);
                 same
             }
-            Ok(old) => {
-                let mut next = self.spare();
-                next[..kept].copy_from_slice(&old[self.start..self.end]);
-                next
-            }
-            Err(old) => {
+            old => {
+                let old = old.map_or_else(|shared| shared, BytesMut::freeze);
                 let mut next = self.spare();
                 next[..kept].copy_from_slice(&old[self.start..self.end]);
                 self.give_up(old);
                 next
             }
         };
-        let n = loop {
+        let read = loop {
             match self.input.read(&mut next[kept..]) {
-                Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.to_string()),
+                read => break read,
+            }
+        };
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => {
+                (self.buf, self.start, self.end) = (next.freeze(), 0, kept);
+                return Err(e.to_string());
             }
         };
         (self.buf, self.start, self.end) = (next.freeze(), 0, kept + n);
@@ -153,8 +155,12 @@ impl<R: Read> Window<R> {
         BytesMut::zeroed(self.size)
     }
 
-    /// Keeps `b` to read into again once its frames are gone.
+    /// Keeps `b` to read into again once its frames are gone (not an empty one,
+    /// nor one of a smaller size than the window's now).
     fn give_up(&mut self, b: Bytes) {
+        if b.len() != self.size {
+            return;
+        }
         if self.spares.len() == SPARES {
             self.spares.remove(0);
         }
@@ -592,5 +598,27 @@ mod tests {
         assert_eq!(one.operations(), 2000);
         assert_eq!(two.operations(), 2000);
         assert_eq!(report(&two), report(&one));
+    }
+
+    #[test]
+    fn a_read_that_fails_leaves_the_unparsed_bytes_in_the_window() {
+        /// Gives its bytes once, then fails.
+        struct Once(Option<Vec<u8>>);
+        impl Read for Once {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                match self.0.take() {
+                    Some(b) => {
+                        buf[..b.len()].copy_from_slice(&b);
+                        Ok(b.len())
+                    }
+                    None => Err(std::io::Error::other("the disk went away")),
+                }
+            }
+        }
+        let mut w = Window::new(Once(Some(b"abcdef".to_vec())));
+        assert!(w.more().unwrap());
+        w.start = 2;
+        assert_eq!(w.more().unwrap_err(), "the disk went away");
+        assert_eq!(w.bytes(), b"cdef");
     }
 }

@@ -314,8 +314,8 @@ impl Half {
 
     fn append(&mut self, mut bytes: &[u8], out: &mut Sink<'_>) {
         self.next = Some(self.next.expect("set").wrapping_add(bytes.len() as u32));
-        // Whole messages at the front of a segment are copied out of it directly:
-        // one copy of each message that fits in its segment instead of two. Only a
+        // Whole messages at the front of a segment are taken from it directly (a
+        // reply shares the capture's buffer, a request is copied once). Only a
         // message split across segments goes through the stream's buffer.
         if self.synced && self.buf.is_empty() {
             while let Cut::Whole(len) | Cut::TooLarge(len) = cut(bytes) {
