@@ -22,6 +22,14 @@ impl Outputs {
         self.json.is_some() || self.markdown.is_some() || self.html.is_some()
     }
 
+    /// Writes every asked-for format, or the Markdown to stdout when none is.
+    pub fn write_or_print(&self, r: &Report) -> Result<(), String> {
+        match self.any() {
+            true => self.write(r).map_err(|e| format!("writing the report: {e}")),
+            false => print(&markdown::render(r)),
+        }
+    }
+
     /// Writes every asked-for format.
     pub fn write(&self, r: &Report) -> io::Result<()> {
         // The JSON goes to the file as it is written: for 10,000 shapes the text is

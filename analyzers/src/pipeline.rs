@@ -168,7 +168,7 @@ pub struct Front<'p> {
     schemas: &'p mut Schemas,
     to_analyzers: SyncSender<Arc<Vec<Step>>>,
     analysed: Receiver<Arc<Vec<Step>>>,
-    /// A side is gone (it panicked): nothing more is worth decoding.
+    /// The analyzers are gone (they panicked): nothing more is worth decoding.
     stopped: bool,
 }
 
@@ -183,14 +183,14 @@ impl Front<'_> {
         // Every batch back from the analyzers is cleared here, on the thread that
         // made its frames, and one of them is filled again. (Taking back one batch a
         // flush let the returned ones queue up: the messages of a 10 MB capture's
-        // operations were kept long after they were analysed, and every buffer read
-        // into was a new one.)
+        // operations were kept long after they were analysed, and every message was
+        // copied into memory never touched before.)
         let mut reused = None;
         while let Ok(back) = self.analysed.try_recv() {
-            if let Ok(mut done) = Arc::try_unwrap(back) {
-                done.clear();
-                reused.get_or_insert(done);
-            }
+            // This side's copy went when the flush that sent it ended.
+            let mut done = Arc::into_inner(back).expect("only the analyzers held it");
+            done.clear();
+            reused.get_or_insert(done);
         }
         let mut next = reused.unwrap_or_else(|| Vec::with_capacity(BATCH));
         std::mem::swap(&mut self.batch, &mut next);

@@ -190,7 +190,7 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
             continue;
         }
         match (e.kind, e.as_document()) {
-            (0x03, Some(ops)) if super::operators(ops) => {
+            (0x03, Some(ops)) if super::starts_with_operator(ops) => {
                 let mut m = 0usize;
                 for op in element::elements(ops) {
                     m += 1;
@@ -226,20 +226,23 @@ fn filter(h: &mut KeyedHasher, d: &RawDocument) -> Option<()> {
 /// arrays' element types, and the modifiers' keys of a `$push` or `$addToSet`
 /// (`$each`, `$slice`); not on the values an operator sets, nor on their types.
 fn update_document(h: &mut KeyedHasher, u: &RawDocument) -> Option<()> {
-    let dollar = |d: &RawDocument| element::elements(d).next().is_some_and(|e| e.key.first() == Some(&b'$'));
-    let operators = dollar(u);
+    let operators = super::starts_with_operator(u);
     let mut n = 0usize;
     for op in element::elements(u) {
         n += 1;
         key(h, &op);
         match (operators, op.as_document()) {
             (true, Some(paths)) => {
-                let modifiers = matches!(op.key, b"$push" | b"$addToSet");
+                let modifiers = super::with_modifiers(op.key);
                 let mut m = 0usize;
                 for path in element::elements(paths) {
                     m += 1;
                     name(h, &path);
-                    let Some(mods) = path.as_document().filter(|d| modifiers && dollar(d)) else { continue };
+                    let Some(mods) =
+                        path.as_document().filter(|d| modifiers && super::starts_with_operator(d))
+                    else {
+                        continue;
+                    };
                     h.write_u8(b'm');
                     let mut k = 0usize;
                     for x in element::elements(mods) {

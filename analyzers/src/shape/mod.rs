@@ -479,13 +479,11 @@ pub fn update_kind(out: &mut Vec<u8>, u: Element<'_>) {
     let d = u.as_document();
     match u.kind {
         0x04 => single(out, "pipeline", |o| pipeline(o, u)),
-        0x03 if d.and_then(first_key).is_some_and(|k| k.starts_with(b"$")) => single(out, "operators", |o| {
+        0x03 if d.is_some_and(starts_with_operator) => single(out, "operators", |o| {
             object(o, d, |o, paths| match paths.as_document() {
                 Some(p) => array(o, element::elements(p), |o, path| match (paths.key, path.as_document()) {
                     // $push/$addToSet modifiers matter to the detectors ($each, $slice).
-                    (b"$push" | b"$addToSet", Some(m))
-                        if first_key(m).is_some_and(|k| k.starts_with(b"$")) =>
-                    {
+                    (op, Some(m)) if with_modifiers(op) && starts_with_operator(m) => {
                         single(o, &code_path(path.key), |o| {
                             array(o, element::elements(m), |o, k| bytes_string(o, k.key))
                         })
@@ -555,6 +553,17 @@ fn path_part(p: &[u8]) -> Option<&'static str> {
 
 fn first_key(d: &RawDocument) -> Option<&[u8]> {
     element::elements(d).next().map(|e| e.key)
+}
+
+/// Whether an update, or a `$push`'s value, is written with operators (`$set`,
+/// `$each`): its first key says (a filter's field has [`operators`]).
+pub(super) fn starts_with_operator(d: &RawDocument) -> bool {
+    first_key(d).is_some_and(|k| k.starts_with(b"$"))
+}
+
+/// Whether an update operator's modifiers (`$each`, `$slice`) are part of the shape.
+pub(super) fn with_modifiers(op: &[u8]) -> bool {
+    matches!(op, b"$push" | b"$addToSet")
 }
 
 /// A stable 64-bit FNV-1a fingerprint, the same on every machine and run: each part's
