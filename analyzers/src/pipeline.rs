@@ -13,7 +13,7 @@ use crate::shape::memo::Memo;
 use crate::sharding::ShardKeys;
 use crate::table::{AccessTable, TableLimits};
 use crate::view::{OpView, ShapeId};
-use crate::workload::Workload;
+use crate::workload::{Sections, Workload};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 
@@ -319,8 +319,14 @@ impl Pipeline {
     /// relationship verdicts named in the N+1 and `$lookup` findings on their links.
     pub fn findings(&self) -> Vec<Finding> {
         let a = &self.analyzers;
+        self.findings_beside(&a.workload.sections(&a.table, 1.0))
+    }
+
+    /// [`Pipeline::findings`], given the workload's sections (a report has them).
+    pub fn findings_beside(&self, workload: &Sections) -> Vec<Finding> {
+        let a = &self.analyzers;
         let mut findings = a.detectors.findings(&a.table, &self.schemas);
-        a.workload.reconcile(&a.table, &mut findings);
+        a.workload.reconcile(workload, &mut findings);
         let catalog = a.detectors.catalog().lock().unwrap_or_else(|e| e.into_inner());
         findings.extend(crate::sharding::current::findings(
             &a.shard_keys,

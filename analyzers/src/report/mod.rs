@@ -281,6 +281,7 @@ impl Report {
         let (start, end) = p.window().unwrap_or((0, 0));
         let seconds = (end.saturating_sub(start)) as f64 / 1e6;
         let total_ops = table.operations().max(1) as f64;
+        let workload = p.workload().sections(table, seconds);
         let mut collections: BTreeMap<String, CollectionMix> = BTreeMap::new();
         let mut apps: BTreeMap<String, (u64, std::collections::BTreeSet<String>)> = BTreeMap::new();
         let access_patterns = table
@@ -369,7 +370,7 @@ impl Report {
                 events: p.events() - stats.gaps,
             },
             access_patterns,
-            findings: p.findings(),
+            findings: p.findings_beside(&workload),
             collections,
             apps,
             timeline: table.timeline().collect(),
@@ -396,8 +397,8 @@ impl Report {
                     Cursors { open: c.open, untracked: c.untracked, expired: c.expired, killed: c.killed }
                 },
             },
-            operations: p.workload().operations(table, seconds),
-            relationships: p.workload().relationships(table),
+            operations: workload.operations,
+            relationships: workload.relationships,
             schemas: crate::schema::section::build(p.schemas(), p.detectors().thresholds()),
             shard_keys: crate::sharding::section::build(
                 p.shard_keys(),

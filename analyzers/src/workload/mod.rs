@@ -30,6 +30,12 @@ use operations::{Operation, Operations};
 use relationships::{Relationship, Relationships};
 use units::{Unit, Units};
 
+/// The report's two workload sections (see [`Workload::sections`]).
+pub struct Sections {
+    pub operations: Vec<Operation>,
+    pub relationships: Vec<Relationship>,
+}
+
 /// The workload: units in progress, and what the ended ones added up to.
 pub struct Workload {
     units: Units,
@@ -80,33 +86,26 @@ impl Workload {
         self.done = done;
     }
 
-    /// The operations, busiest first, with the units still open counted as if they
-    /// ended now.
-    pub fn operations(&self, table: &AccessTable, seconds: f64) -> Vec<Operation> {
+    /// The operations, busiest first, and the relationships between collections
+    /// with their verdicts: the units still open are folded in once for both, as if
+    /// they ended now.
+    pub fn sections(&self, table: &AccessTable, seconds: f64) -> Sections {
         let mut open = Operations::default();
-        let mut rels = Relationships::default();
-        for u in self.units.open() {
-            end(u, &mut open, &mut rels, &self.units, &self.t);
-        }
-        self.operations.rows(&open, table, &self.units.paths, &self.t, seconds)
-    }
-
-    /// The relationships between collections, with their verdicts.
-    pub fn relationships(&self, table: &AccessTable) -> Vec<Relationship> {
         let mut rels = self.relationships.snapshot();
-        let mut open = Operations::default();
         for u in self.units.open() {
             end(u, &mut open, &mut rels, &self.units, &self.t);
         }
-        rels.rows(table, &self.t)
+        Sections {
+            operations: self.operations.rows(&open, table, &self.units.paths, &self.t, seconds),
+            relationships: rels.rows(table, &self.t),
+        }
     }
 
     /// Adds the relationship findings to `findings`, and the relationship verdicts
     /// to the N+1 and `$lookup` findings on the same links.
-    pub fn reconcile(&self, table: &AccessTable, findings: &mut Vec<Finding>) {
-        let rels = self.relationships(table);
-        let total = self.operations(table, 1.0).iter().map(|o| o.count).sum();
-        relationships::reconcile(&rels, findings, total, &self.t);
+    pub fn reconcile(&self, sections: &Sections, findings: &mut Vec<Finding>) {
+        let total = sections.operations.iter().map(|o| o.count).sum();
+        relationships::reconcile(&sections.relationships, findings, total, &self.t);
     }
 
     /// What was let go of to stay bounded, by kind.

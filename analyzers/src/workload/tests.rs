@@ -9,7 +9,7 @@ use crate::workload::operations::Operation;
 /// The operations of a script, as (steps "collection command", count).
 fn operations(s: Script) -> Vec<(Vec<String>, u64)> {
     let p = s.run();
-    let ops: Vec<Operation> = p.workload().operations(p.table(), 1.0);
+    let ops: Vec<Operation> = p.workload().sections(p.table(), 1.0).operations;
     ops.iter()
         .map(|o| {
             let steps = o
@@ -25,7 +25,7 @@ fn operations(s: Script) -> Vec<(Vec<String>, u64)> {
 /// The linked steps of a script's operations, as (command, parent field, from step).
 fn links(s: Script) -> Vec<(String, String, usize)> {
     let p = s.run();
-    let ops: Vec<Operation> = p.workload().operations(p.table(), 1.0);
+    let ops: Vec<Operation> = p.workload().sections(p.table(), 1.0).operations;
     ops.iter()
         .flat_map(|o| &o.steps)
         .filter_map(|s| s.link.as_ref().map(|l| (s.command.clone(), l.parent_field.clone(), l.from_step)))
@@ -343,6 +343,6 @@ fn open_units_are_bounded_across_clients_and_the_least_recent_ends_first() {
     assert_eq!(w.evictions()["workload.units"] as usize, clients - open, "each ended early is counted");
     assert_eq!(w.units.open_units(), open, "the count kept matches the units");
     // Every operation is still counted, ended early or open.
-    let ops: u64 = w.operations(p.table(), 1.0).iter().map(|o| o.count).sum();
+    let ops: u64 = w.sections(p.table(), 1.0).operations.iter().map(|o| o.count).sum();
     assert_eq!(ops, clients as u64);
 }
