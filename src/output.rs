@@ -124,10 +124,17 @@ pub fn summary(r: &Report) -> String {
 /// head`) ends the output quietly, with success, where `print!` panicked; any
 /// other failure (a full disk under `> report.md`) is an error.
 pub fn print(text: &str) -> Result<(), String> {
+    still_read(text).map(drop)
+}
+
+/// [`print`] for output that goes on until its reader leaves (`mongotap top |
+/// head`): `Ok(false)` once the reader is gone, so the writer stops.
+pub fn still_read(text: &str) -> Result<bool, String> {
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing to stdout: {e}")),
-        _ => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(format!("writing to stdout: {e}")),
     }
 }
 

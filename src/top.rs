@@ -47,16 +47,14 @@ pub fn run(o: &TopOptions) -> Result<(), String> {
             Err(e) if o.once || first => return Err(e),
             Err(e) => format!("mongotap top  {}  {}\n{e}; trying again\n", o.admin, chrono_like_now()),
         };
-        let mut out = std::io::stdout().lock();
-        if terminal {
-            // Home, clear, then the frame with the raw mode's line endings.
-            let _ = write!(out, "\x1b[H\x1b[2J{}", text.replace('\n', "\r\n"));
+        // Home, clear, then the frame with the raw mode's line endings; a pipe's
+        // reader that went away (`| head`) ends the watch.
+        let frame = if terminal {
+            format!("\x1b[H\x1b[2J{}", text.replace('\n', "\r\n"))
         } else {
-            let _ = writeln!(out, "{text}");
-        }
-        let _ = out.flush();
-        drop(out);
-        if o.once {
+            format!("{text}\n")
+        };
+        if !crate::output::still_read(&frame)? || o.once {
             return Ok(());
         }
         if terminal {

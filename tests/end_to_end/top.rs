@@ -2,7 +2,9 @@
 //! busiest shapes and operations with rates and latencies, the findings, and what
 //! the analysis lost, read from the admin endpoint.
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::support::*;
 use bson::{doc, Document};
@@ -56,6 +58,34 @@ async fn top_shows_a_running_proxys_shapes_operations_and_findings() {
     }
     assert!(text.contains("n_plus_one"), "the page's N+1 is listed:\n{text}");
     assert!(!text.contains("\x1b["), "no escape codes when the output is not a terminal");
+    // Watched through a pipe whose reader goes away (`mongotap top | head`): the
+    // watch ends with success, where it went on reading the endpoint every interval.
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_mongotap"))
+        .args(["top", "--admin", &admin, "--interval", "0.1", "--rows", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 32];
+    watch.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(watch.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ended = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = watch.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = watch.wait_with_output().unwrap().stderr;
+    assert!(
+        ended.is_some_and(|s| s.success()),
+        "{ended:?} after its reader left: {}",
+        String::from_utf8_lossy(&err)
+    );
     // A proxy that is not there is said plainly.
     let gone = Command::new(env!("CARGO_BIN_EXE_mongotap"))
         .args(["top", "--admin", &format!("127.0.0.1:{}", free_port()), "--once"])
