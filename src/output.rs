@@ -124,12 +124,12 @@ pub fn summary(r: &Report) -> String {
 /// head`) ends the output quietly, with success, where `print!` panicked; any
 /// other failure (a full disk under `> report.md`) is an error.
 pub fn print(text: &str) -> Result<(), String> {
-    still_read(text).map(drop)
+    print_while_read(text).map(drop)
 }
 
 /// [`print`] for output that goes on until its reader leaves (`mongotap top |
 /// head`): `Ok(false)` once the reader is gone, so the writer stops.
-pub fn still_read(text: &str) -> Result<bool, String> {
+pub fn print_while_read(text: &str) -> Result<bool, String> {
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(true),

@@ -54,16 +54,40 @@ pub fn run(o: &TopOptions) -> Result<(), String> {
         } else {
             format!("{text}\n")
         };
-        if !crate::output::still_read(&frame)? || o.once {
+        if !crate::output::print_while_read(&frame)? || o.once {
             return Ok(());
         }
-        if terminal {
-            if Screen::quit_within(o.interval)? {
-                return Ok(());
-            }
-        } else {
-            std::thread::sleep(o.interval);
+        let quit = if terminal { Screen::quit_within(o.interval)? } else { reader_gone_within(o.interval) };
+        if quit {
+            return Ok(());
         }
+    }
+}
+
+/// Waits `d`, or less when stdout's reader goes away meanwhile (`top --interval 60
+/// | head` ends with `head`, not a minute later) or stdout is closed: true then.
+fn reader_gone_within(d: Duration) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // Nothing asked for: a pipe whose reader left reports an error, a closed
+        // descriptor reports itself invalid, anything else just waits.
+        let mut out = libc::pollfd { fd: libc::STDOUT_FILENO, events: 0, revents: 0 };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one pollfd, owned by this frame for the whole call.
+        let ready = unsafe { libc::poll(&mut out, 1, ms) };
+        if ready > 0 {
+            if out.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                return true;
+            }
+            // Nothing this asked for: wait out the rest rather than spin.
+            std::thread::sleep(end.saturating_duration_since(Instant::now()));
+            return false;
+        }
+        // A timeout ends the wait at the top of the loop; a signal goes round again.
     }
 }
 

@@ -322,7 +322,9 @@ impl Pipeline {
         self.findings_beside(&a.workload.sections(&a.table, 1.0))
     }
 
-    /// [`Pipeline::findings`], given the workload's sections (a report has them).
+    /// [`Pipeline::findings`], given this pipeline's workload sections
+    /// (`workload().sections(..)`: a report has them; their `seconds` changes only
+    /// the rates, which the findings do not read).
     pub fn findings_beside(&self, workload: &Sections) -> Vec<Finding> {
         let a = &self.analyzers;
         let mut findings = a.detectors.findings(&a.table, &self.schemas);

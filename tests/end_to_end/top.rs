@@ -59,15 +59,21 @@ async fn top_shows_a_running_proxys_shapes_operations_and_findings() {
     assert!(text.contains("n_plus_one"), "the page's N+1 is listed:\n{text}");
     assert!(!text.contains("\x1b["), "no escape codes when the output is not a terminal");
     // Watched through a pipe whose reader goes away (`mongotap top | head`): the
-    // watch ends with success, where it went on reading the endpoint every interval.
+    // watch ends with success, without waiting out its interval, where it went on
+    // reading the endpoint every interval.
     let mut watch = Command::new(env!("CARGO_BIN_EXE_mongotap"))
-        .args(["top", "--admin", &admin, "--interval", "0.1", "--rows", "5"])
+        .args(["top", "--admin", &admin, "--interval", "120", "--rows", "5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut first = [0u8; 32];
-    watch.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    let mut first = [0u8; 12];
+    if let Err(e) = watch.stdout.as_mut().unwrap().read_exact(&mut first) {
+        let _ = watch.kill();
+        let o = watch.wait_with_output().unwrap();
+        panic!("no first frame: {e}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(&first, b"mongotap top", "the first frame");
     drop(watch.stdout.take());
     let deadline = Instant::now() + Duration::from_secs(30);
     let ended = loop {
