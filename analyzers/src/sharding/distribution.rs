@@ -244,6 +244,9 @@ pub fn routed_writes(rows: &[&Row], key: &[String], form: Form) -> (u64, u64) {
 /// asking each, and the sort or range fields asked beside each (for compound keys).
 pub fn equality_fields(rows: &[&Row]) -> Vec<(String, u64, Vec<String>)> {
     let mut out: Vec<(String, u64, Vec<String>)> = Vec::new();
+    // Each field's place in `out`: a table of 10,000 shapes can ask 10,000 fields,
+    // and a search of `out` for each made the report's build quadratic.
+    let mut at: rustc_hash::FxHashMap<String, usize> = rustc_hash::FxHashMap::default();
     for row in rows.iter().filter(|r| matches!(r.category, Category::Read | Category::Write)) {
         let shape = match row.category {
             Category::Write => match statement(row) {
@@ -265,13 +268,10 @@ pub fn equality_fields(rows: &[&Row]) -> Vec<(String, u64, Vec<String>)> {
             preds.iter().filter(|(_, p)| *p == Pred::Range).map(|(f, _)| f.clone()).collect();
         for (f, _) in preds.iter().filter(|(_, p)| *p == Pred::Eq) {
             let n = if row.category == Category::Write { row.statements.max(1) } else { row.count };
-            let i = match out.iter().position(|(g, _, _)| g == f) {
-                Some(i) => i,
-                None => {
-                    out.push((f.clone(), 0, Vec::new()));
-                    out.len() - 1
-                }
-            };
+            let i = *at.entry(f.clone()).or_insert_with(|| {
+                out.push((f.clone(), 0, Vec::new()));
+                out.len() - 1
+            });
             out[i].1 += n;
             for s in sorted.iter().chain(&ranged) {
                 if s != f && !out[i].2.contains(s) {
