@@ -64,31 +64,40 @@ pub fn run(o: &TopOptions) -> Result<(), String> {
     }
 }
 
-/// Waits `d`, or less when stdout's reader goes away meanwhile (`top --interval 60
-/// | head` ends with `head`, not a minute later) or stdout is closed: true then.
+/// Waits `d`, or less when stdout is a pipe whose reader goes away meanwhile (`top
+/// --interval 60 | head` ends with `head`, not a minute later): true then.
+#[cfg(target_os = "linux")]
 fn reader_gone_within(d: Duration) -> bool {
     let end = Instant::now() + d;
+    let wait_out = || {
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+        false
+    };
     loop {
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return false;
         }
-        // Nothing asked for: a pipe whose reader left reports an error, a closed
-        // descriptor reports itself invalid, anything else just waits.
+        // Nothing asked for: Linux reports a pipe whose reader left as an error
+        // whatever is asked, and anything else just waits.
         let mut out = libc::pollfd { fd: libc::STDOUT_FILENO, events: 0, revents: 0 };
         let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: one pollfd, owned by this frame for the whole call.
         let ready = unsafe { libc::poll(&mut out, 1, ms) };
-        if ready > 0 {
-            if out.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                return true;
-            }
-            // Nothing this asked for: wait out the rest rather than spin.
-            std::thread::sleep(end.saturating_duration_since(Instant::now()));
-            return false;
+        match ready {
+            0 => {} // the time is up: the top of the loop says so
+            n if n > 0 => return out.revents & (libc::POLLERR | libc::POLLHUP) != 0 || wait_out(),
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return wait_out(), // no poll to be had: a plain wait, never a spin
         }
-        // A timeout ends the wait at the top of the loop; a signal goes round again.
     }
+}
+
+/// Elsewhere a reader that left is seen at the next write.
+#[cfg(not(target_os = "linux"))]
+fn reader_gone_within(d: Duration) -> bool {
+    std::thread::sleep(d);
+    false
 }
 
 /// Raw mode and the alternate screen while `top` runs, restored on drop.

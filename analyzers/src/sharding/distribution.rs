@@ -268,10 +268,14 @@ pub fn equality_fields(rows: &[&Row]) -> Vec<(String, u64, Vec<String>)> {
             preds.iter().filter(|(_, p)| *p == Pred::Range).map(|(f, _)| f.clone()).collect();
         for (f, _) in preds.iter().filter(|(_, p)| *p == Pred::Eq) {
             let n = if row.category == Category::Write { row.statements.max(1) } else { row.count };
-            let i = *at.entry(f.clone()).or_insert_with(|| {
-                out.push((f.clone(), 0, Vec::new()));
-                out.len() - 1
-            });
+            let i = match at.get(f.as_str()) {
+                Some(&i) => i,
+                None => {
+                    at.insert(f.clone(), out.len());
+                    out.push((f.clone(), 0, Vec::new()));
+                    out.len() - 1
+                }
+            };
             out[i].1 += n;
             for s in sorted.iter().chain(&ranged) {
                 if s != f && !out[i].2.contains(s) {
