@@ -318,10 +318,9 @@ fn run_report(args: ReportArgs) -> Result<ExitCode, String> {
     let input = args.input.as_deref().ok_or("a report to read")?;
     let r = read_report(input)?;
     let outs = outputs(&args.outputs);
-    if outs.any() {
-        outs.write(&r).map_err(|e| format!("writing the report: {e}"))?;
-    } else if args.baseline.is_none() {
-        print(&mongotap_analyzers::report::markdown::render(&r))?;
+    // A gate prints its verdict, not the report, unless a file is asked for.
+    if outs.any() || args.baseline.is_none() {
+        outs.write_or_print(&r)?;
     }
     let Some(baseline) = &args.baseline else { return Ok(ExitCode::SUCCESS) };
     let verdict = gate::compare(&r, &read_report(baseline)?, &args.fail_on);
